@@ -1,0 +1,1 @@
+"""Durable agent sessions for the Claude Agent SDK, on Temporal."""
