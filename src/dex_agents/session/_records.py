@@ -1,0 +1,124 @@
+"""Tool calls, their records, stored messages, and the deferred execution context."""
+
+from __future__ import annotations
+
+import contextvars
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ._json import JsonObject
+from ._policy import ToolPolicy
+
+ToolRecordStatus = Literal["finished", "failed", "rejected", "outcome_unknown", "skipped"]
+"""How a deferred call ended.
+
+`skipped` marks a later call of one reply that never ran because an earlier call
+of the same reply was rejected or did not finish.
+"""
+
+MessageRole = Literal["user", "assistant", "tool", "note"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """One tool call the model asked for, classified by the runner."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: JsonObject
+    policy: ToolPolicy
+    reason: str = ""
+    """Why the call needs approval, shown with its interrupt."""
+    metadata: JsonObject = field(default_factory=lambda: {})
+    """Runner-owned facts about the call (for example where it runs)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolOutcome:
+    """What a runner's tool execution returned in its Step."""
+
+    output: str
+    is_error: bool = False
+    finished_by_resumed_turn: bool = False
+    """The call really runs inside the resumed model segment (a CLI tool)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolRecord:
+    """The final record of a deferred call; a resumed segment replays it, never reruns it."""
+
+    tool_call_id: str
+    tool_name: str
+    arguments: JsonObject
+    status: ToolRecordStatus
+    output: str | None = None
+    """Output text for `finished`, the failure message for `failed`."""
+    rejection_message: str | None = None
+    attempts: int = 0
+    finished_by_resumed_turn: bool = False
+
+    @property
+    def model_text(self) -> str:
+        """The text the model reads for this call."""
+        match self.status:
+            case "finished" | "failed":
+                return self.output or ""
+            case "rejected":
+                return f"The user rejected this call: {self.rejection_message or ''}"
+            case "outcome_unknown":
+                return (
+                    f"The outcome of {self.tool_name} is unknown: it started but did "
+                    "not report a result. Check before calling it again."
+                )
+            case "skipped":
+                return f"{self.tool_name} did not run because an earlier call did not finish."
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StoredMessage:
+    """One message of a session's transcript as the store keeps it.
+
+    `item` is the framework's own stored format (for example
+    `{"kind": "claude_transcript", ...}` or `{"kind": "user_prompt", ...}`);
+    `role` and `text` are a readable projection for snapshots and clients.
+    """
+
+    role: MessageRole
+    text: str
+    item: JsonObject
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DeferredToolExecution:
+    """The context of a deferred call running in its tool Step."""
+
+    flow_id: str
+    turn_id: str
+    tool_call_id: str
+    step_execution_id: str
+    attempt: int
+    idempotency_key: str
+
+
+_current_execution: contextvars.ContextVar[DeferredToolExecution | None] = (
+    contextvars.ContextVar("dex_agents_deferred_tool_execution", default=None)
+)
+
+
+def current_deferred_tool_execution() -> DeferredToolExecution | None:
+    """Inside a tool handler: the Step's execution context, or None when run inline."""
+    return _current_execution.get()
+
+
+def set_current_deferred_tool_execution(
+    execution: DeferredToolExecution | None,
+) -> contextvars.Token[DeferredToolExecution | None]:
+    """Bind `execution` for the running tool Step; reset with the returned token."""
+    return _current_execution.set(execution)
+
+
+def reset_current_deferred_tool_execution(
+    token: contextvars.Token[DeferredToolExecution | None],
+) -> None:
+    """Undo `set_current_deferred_tool_execution`."""
+    _current_execution.reset(token)

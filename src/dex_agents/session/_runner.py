@@ -1,0 +1,143 @@
+"""The runner contract: how an agent framework plugs into a durable session.
+
+A runner runs ONE model segment per call of `run_model`: the framework's agent
+loop until it answers (`TurnCompleted`) or asks for tool calls that must run in
+their own Step (`ToolCallsRequested`). The session then approves and runs those
+calls and calls `run_model` again with `resume` set. Everything the runner needs
+comes in the context; everything bulky it returns (messages) is written to the
+runtime store by the engine binding, never into workflow history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Literal, Protocol
+
+from pydantic import Field
+
+from ._events import EventSink
+from ._json import JsonObject
+from ._policy import ToolEffect, ToolPolicy
+from ._records import DeferredToolExecution, StoredMessage, ToolCall, ToolOutcome, ToolRecord
+from ._usage import ModelCallMetadata, Usage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnCompleted:
+    """The segment ended with the model's answer; the turn is over."""
+
+    kind: Literal["turn_completed"] = "turn_completed"
+    messages: tuple[StoredMessage, ...]
+    """Every message of the turn after its prompts, including those of earlier segments."""
+    final_text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    metadata: ModelCallMetadata = field(default_factory=ModelCallMetadata)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallsRequested:
+    """The segment stopped at tool calls that run in their own Steps, in this order."""
+
+    kind: Literal["tool_calls_requested"] = "tool_calls_requested"
+    calls: tuple[ToolCall, ...]
+    run_state: JsonObject
+    """Small framework state a resumed segment needs (for example a session ID)."""
+    messages: tuple[StoredMessage, ...] = ()
+    """The turn's messages so far; handed back in `ResumeState.messages`."""
+    usage: Usage = field(default_factory=Usage)
+    metadata: ModelCallMetadata = field(default_factory=ModelCallMetadata)
+
+
+RunModelResult = Annotated[TurnCompleted | ToolCallsRequested, Field(discriminator="kind")]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ResumeState:
+    """What a resumed segment continues from: the run state and the deferred calls' records."""
+
+    run_state: JsonObject
+    messages: tuple[StoredMessage, ...]
+    records: tuple[ToolRecord, ...]
+    """Final records of the calls the previous segment requested, in its order."""
+
+
+class TranscriptReader(Protocol):
+    """Reads the committed transcript of the session (completed turns only)."""
+
+    async def messages(self) -> list[StoredMessage]:
+        """Every committed message, oldest first."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunModelContext:
+    """Everything one RunModel attempt may use."""
+
+    session_id: str
+    flow_type: str
+    turn_id: str
+    step_execution_id: str
+    attempt: int
+    pending: tuple[JsonObject, ...]
+    """Stored items that never reached a model: user prompts and turn-failure notes, oldest first."""
+    transcript: TranscriptReader
+    events: EventSink
+    tool_policies: dict[str, ToolPolicy]
+    default_tool_effect: ToolEffect
+    resume: ResumeState | None = None
+
+
+class AgentFrameworkRunner(Protocol):
+    """What a framework adapter implements to run as a durable session."""
+
+    def build_user_message(self, text: str) -> JsonObject:
+        """The stored item for a user message, such as `{"kind": "user_prompt", "text": ...}`."""
+        ...
+
+    async def run_model(self, context: RunModelContext) -> TurnCompleted | ToolCallsRequested:
+        """Run one model segment; raise to fail the attempt (it reruns whole)."""
+        ...
+
+    async def execute_deferred_tool(
+        self, call: ToolCall, execution: DeferredToolExecution
+    ) -> ToolOutcome:
+        """Run a deferred call in its tool Step.
+
+        Raise `ToolExecutionError` for a failed result the model reads; any other
+        error fails the Step attempt (retried for `call_tool`, then `outcome_unknown`).
+        """
+        ...
+
+    def validate_session_options(self, *, compaction: object | None) -> None:
+        """Raise `UserError` for session options this framework cannot honor."""
+        ...
+
+
+def turn_failure_note(
+    turn_id: str, reason: str, records: Sequence[ToolRecord]
+) -> JsonObject:
+    """The stored note for a turn whose RunModel failed for good.
+
+    It lists the deferred calls that ran, so the next turn's model knows what
+    already happened in the world.
+    """
+    lines = [f"The previous turn ({turn_id}) failed: {reason}"]
+    if records:
+        lines.append("These tool calls ran before it failed:")
+        lines.extend(
+            f"- {r.tool_name} {r.tool_call_id}: {r.status}"
+            + (f" ({r.output})" if r.output else "")
+            for r in records
+        )
+    else:
+        lines.append("No tool call ran before it failed.")
+    return {
+        "kind": "turn_failure_note",
+        "turn_id": turn_id,
+        "text": "\n".join(lines),
+        "tool_calls": [
+            {"tool_call_id": r.tool_call_id, "tool_name": r.tool_name, "status": r.status}
+            for r in records
+        ],
+    }
