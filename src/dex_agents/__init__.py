@@ -1,1 +1,66 @@
 """Durable agent sessions for the Claude Agent SDK, on Temporal."""
+
+from ._errors import (
+    DexAgentsError,
+    EngineError,
+    SessionError,
+    SpendLimitExceeded,
+    ToolExecutionError,
+    UnknownInterruptError,
+    UserError,
+)
+from .session import (
+    AgentFrameworkRunner,
+    AgentSessionOptions,
+    DeferredToolExecution,
+    ToolEffect,
+    ToolPolicy,
+    current_deferred_tool_execution,
+)
+from .stores import RuntimeStore, SQLiteRuntimeStore
+from .temporal import (
+    AgentSessionFlow,
+    AgentSnapshot,
+    EmbeddedEngine,
+    EngineConfig,
+    SessionClient,
+    create_agent_session_flow,
+    create_worker,
+    get_agent_snapshot,
+    open_engine,
+    resolve_interrupt,
+    send_user_message,
+    start_agent_session,
+    wait_for_idle,
+)
+
+__all__ = [
+    "AgentFrameworkRunner",
+    "AgentSessionFlow",
+    "AgentSessionOptions",
+    "AgentSnapshot",
+    "DeferredToolExecution",
+    "DexAgentsError",
+    "EmbeddedEngine",
+    "EngineConfig",
+    "EngineError",
+    "RuntimeStore",
+    "SQLiteRuntimeStore",
+    "SessionClient",
+    "SessionError",
+    "SpendLimitExceeded",
+    "ToolEffect",
+    "ToolExecutionError",
+    "ToolPolicy",
+    "UnknownInterruptError",
+    "UserError",
+    "create_agent_session_flow",
+    "create_worker",
+    "current_deferred_tool_execution",
+    "get_agent_snapshot",
+    "open_engine",
+    "resolve_interrupt",
+    "send_user_message",
+    "start_agent_session",
+    "wait_for_idle",
+]

@@ -2,6 +2,7 @@
 
 from ._events import AgentEvent, AgentEventType, EventRecord, EventSink
 from ._json import JsonObject, JsonValue
+from ._options import AgentSessionOptions
 from ._policy import (
     TOOL_EFFECTS,
     ToolEffect,
@@ -39,6 +40,7 @@ __all__ = [
     "AgentEvent",
     "AgentEventType",
     "AgentFrameworkRunner",
+    "AgentSessionOptions",
     "DeferredToolExecution",
     "EventRecord",
     "EventSink",

@@ -1,0 +1,217 @@
+"""Custom tools: name rules, effects from annotations, schemas and recorded results.
+
+Policies, interrupts and records name a custom tool bare (`create_refund`), while
+the model sees it as `mcp__<server>__create_refund`. A bare name that is also a
+Claude Code tool, or one that already looks like an MCP tool name, would make a
+policy or a record ambiguous, so such names are refused when the agent is
+defined.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+import mcp.types
+from claude_agent_sdk import SdkMcpTool
+
+# The SDK's own schema builder and content mapping (claude-agent-sdk 0.2.184, pinned
+# by the `claude` extra), so a custom tool looks and answers exactly as it would
+# through `create_sdk_mcp_server`.
+from claude_agent_sdk import (
+    _build_input_schema as _sdk_input_schema,  # pyright: ignore[reportPrivateUsage]
+)
+from claude_agent_sdk import (
+    _build_meta as _sdk_tool_meta,  # pyright: ignore[reportPrivateUsage]
+)
+from claude_agent_sdk import (
+    _convert_tool_content as _sdk_tool_content,  # pyright: ignore[reportPrivateUsage]
+)
+
+from ..session import ToolEffect, ToolPolicy
+
+CLAUDE_CODE_TOOL_NAMES: frozenset[str] = frozenset(
+    {
+        # Listed by CLI 2.1.327's init message with the `claude_code` preset,
+        # plus tools that older or differently configured CLIs offer.
+        "Agent",
+        "AskUserQuestion",
+        "Bash",
+        "BashOutput",
+        "CronCreate",
+        "CronDelete",
+        "CronList",
+        "DeferredToolPlaceholder",
+        "Edit",
+        "EnterPlanMode",
+        "EnterWorktree",
+        "ExitPlanMode",
+        "ExitWorktree",
+        "Glob",
+        "Grep",
+        "KillBash",
+        "KillShell",
+        "LS",
+        "LSP",
+        "ListAgents",
+        "ListMcpResourcesTool",
+        "Monitor",
+        "MultiEdit",
+        "NotebookEdit",
+        "NotebookRead",
+        "PowerShell",
+        "Read",
+        "ReadMcpResourceTool",
+        "ReportFindings",
+        "ScheduleWakeup",
+        "SendMessage",
+        "Skill",
+        "SlashCommand",
+        "StructuredOutput",
+        "Task",
+        "TaskCreate",
+        "TaskGet",
+        "TaskList",
+        "TaskOutput",
+        "TaskStop",
+        "TaskUpdate",
+        "TeamCreate",
+        "TeamDelete",
+        "TodoRead",
+        "TodoWrite",
+        "ToolSearch",
+        "WebFetch",
+        "WebSearch",
+        "Workflow",
+        "Write",
+    }
+)
+"""Names a custom tool may not take, because policies name both kinds bare."""
+
+ToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
+    """Refuse custom tool names that would make policies or records ambiguous.
+
+    Raises:
+        TypeError: A name collides with a Claude Code tool, starts with `mcp__`,
+            or repeats another custom tool.
+    """
+    seen: set[str] = set()
+    for tool in tools:
+        name = tool.name
+        if name in CLAUDE_CODE_TOOL_NAMES:
+            raise TypeError(
+                f"custom tool {name!r} collides with a Claude Code tool; rename it "
+                "(policies and records name custom tools bare)"
+            )
+        if name.startswith("mcp__"):
+            raise TypeError(
+                f"custom tool {name!r} starts with `mcp__`; rename it (policies and "
+                "records name custom tools bare, and `mcp__` names MCP server tools)"
+            )
+        if not name:
+            raise TypeError("a custom tool has an empty name; give it one")
+        if name in seen:
+            raise TypeError(f"two custom tools are named {name!r}; rename one")
+        seen.add(name)
+
+
+@dataclass(frozen=True, slots=True)
+class CustomTool:
+    """One custom tool as the adapter serves, classifies and runs it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    """The JSON Schema sent to the CLI and checked before the handler runs."""
+    handler: ToolHandler
+    hints: Mapping[str, Any]
+    """MCP annotations in their wire spelling (`readOnlyHint`, ...)."""
+    wire: mcp.types.Tool
+
+    @classmethod
+    def from_sdk(cls, tool: SdkMcpTool[Any]) -> CustomTool:
+        """Wrap a `claude_agent_sdk.tool` definition."""
+        schema = _sdk_input_schema(tool)
+        hints: dict[str, Any] = (
+            {}
+            if tool.annotations is None
+            else tool.annotations.model_dump(by_alias=True, exclude_none=True)
+        )
+        wire = mcp.types.Tool.model_validate(
+            {
+                "name": tool.name,
+                "description": tool.description,
+                "inputSchema": schema,
+                "annotations": tool.annotations,
+                "_meta": _sdk_tool_meta(tool),
+            }
+        )
+        return cls(
+            name=tool.name,
+            description=tool.description,
+            input_schema=schema,
+            handler=tool.handler,
+            hints=hints,
+            wire=wire,
+        )
+
+    @property
+    def annotation_effect(self) -> ToolEffect | None:
+        """The effect its MCP annotations imply, or None without a hint.
+
+        `readOnlyHint` is read; otherwise `idempotentHint` is idempotent_write,
+        whatever `destructiveHint` says.
+        """
+        if self.hints.get("readOnlyHint") is True:
+            return "read"
+        if self.hints.get("idempotentHint") is True:
+            return "idempotent_write"
+        return None
+
+    def policy(
+        self, policies: Mapping[str, ToolPolicy], default_effect: ToolEffect
+    ) -> ToolPolicy:
+        """Its policy entry, else its annotations' effect, else the default effect."""
+        policy = policies.get(self.name)
+        if policy is not None:
+            return policy
+        return ToolPolicy(effect=self.annotation_effect or default_effect)
+
+    def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
+        """Why `arguments` do not fit the input schema, or None when they do."""
+        try:
+            jsonschema.validate(instance=dict(arguments), schema=self.input_schema)
+        except jsonschema.ValidationError as e:
+            return f"Input validation error: {e.message}"
+        return None
+
+
+def result_content(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A handler result's content as MCP content blocks, as the SDK maps it."""
+    content = result.get("content", [])
+    return _sdk_tool_content(content if isinstance(content, list) else [])
+
+
+def result_is_error(result: Mapping[str, Any]) -> bool:
+    """Whether a handler result reports an error (`is_error` or `isError`)."""
+    return bool(result.get("is_error") or result.get("isError"))
+
+
+def result_text(result: Mapping[str, Any]) -> str:
+    """The text a record keeps of a handler result.
+
+    Recorded results keep text only: other content becomes a placeholder such
+    as `[image content omitted]`, so a record stays small and replays as text.
+    """
+    parts: list[str] = []
+    for block in result_content(result):
+        if block.get("type") == "text":
+            parts.append(str(block.get("text", "")))
+        else:
+            parts.append(f"[{block.get('type', 'unknown')} content omitted]")
+    return "\n".join(parts)

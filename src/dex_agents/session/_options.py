@@ -1,0 +1,50 @@
+"""Session options: the knobs of the durable session, shared by every runner."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from ._policy import ToolEffect, ToolPolicy
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentSessionOptions:
+    """How a session treats tools, time and money."""
+
+    tool_policies: dict[str, ToolPolicy] = field(default_factory=lambda: {})
+    """Policy per tool name; tools without one get `default_tool_effect`."""
+    default_tool_effect: ToolEffect = "unclassified"
+    """Effect of a tool without a policy; `unclassified` waits for approval."""
+    interrupt_deadline: timedelta | None = None
+    """How long an approval may wait; None waits for as long as it takes."""
+    run_model_limit: timedelta = timedelta(minutes=15)
+    """Limit for one model segment; a failed segment reruns whole."""
+    run_model_attempts: int = 3
+    """Attempts of one model segment before the turn fails with a note."""
+    tool_attempts: int = 3
+    """Attempts of an idempotent tool Step before its outcome is unknown."""
+    tool_limit: timedelta = timedelta(minutes=10)
+    """Limit for one attempt of a tool Step."""
+    heartbeat_timeout: timedelta = timedelta(seconds=10)
+    """How soon a crashed worker's Step is noticed and retried elsewhere."""
+    retry_interval: timedelta = timedelta(seconds=1)
+    """First delay between Step attempts (doubles each time)."""
+    spend_limit: float | None = None
+    """USD; checked once per segment, so one segment can overshoot it."""
+    compaction: object | None = None
+    """A compaction policy; runners that cannot compact reject it at definition."""
+    continue_as_new_after_events: int | None = None
+    """Continue as new past this many history events, besides Temporal's suggestion."""
+
+    def __post_init__(self) -> None:
+        if self.run_model_attempts < 1 or self.tool_attempts < 1:
+            raise ValueError(
+                "`run_model_attempts` and `tool_attempts` must be at least 1, got "
+                f"{self.run_model_attempts!r} and {self.tool_attempts!r}"
+            )
+        if self.interrupt_deadline is not None and self.interrupt_deadline <= timedelta(0):
+            raise ValueError(
+                f"`interrupt_deadline` must be positive, got {self.interrupt_deadline!r}; "
+                "use None to wait without a deadline"
+            )

@@ -1,0 +1,163 @@
+"""An in-process runtime store for unit tests and single-process experiments.
+
+It keeps every value as JSON text, like the SQLite store, so callers get fresh
+copies (mutating a returned message never changes the store) and anything that
+would not survive a real store's round trip fails here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
+
+from pydantic import TypeAdapter
+
+from .._errors import UserError
+from ..session import EventRecord, JsonObject, StoredMessage
+from ._protocols import SegmentConflictError
+from ._rules import order_chain, snapshot_version
+
+_MESSAGES = TypeAdapter(list[StoredMessage])
+_EVENT = TypeAdapter(EventRecord)
+_JSON_OBJECT = TypeAdapter(JsonObject)
+
+
+class InMemoryRuntimeStore:
+    """`RuntimeStore` held in this process's memory; nothing survives it."""
+
+    def __init__(self) -> None:
+        self._segments: dict[tuple[str, str], tuple[str | None, bytes]] = {}
+        self._events: dict[str, list[bytes]] = {}
+        self._snapshots: dict[str, tuple[int, float, bytes]] = {}
+        self._last_update = 0.0
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UserError("the in-memory runtime store is closed")
+
+    async def put_segment(
+        self,
+        session_id: str,
+        segment_id: str,
+        parent_id: str | None,
+        messages: Sequence[StoredMessage],
+    ) -> None:
+        """Write one immutable segment; see `RuntimeStore.put_segment`."""
+        self._check_open()
+        body = _MESSAGES.dump_json(list(messages))
+        existing = self._segments.get((session_id, segment_id))
+        if existing is None:
+            self._segments[session_id, segment_id] = (parent_id, body)
+            return
+        old_parent, old_body = existing
+        if old_parent != parent_id or _MESSAGES.validate_json(
+            old_body
+        ) != _MESSAGES.validate_json(body):
+            raise SegmentConflictError(
+                f"segment {segment_id!r} of session {session_id!r} was already "
+                "written with different content; segments are immutable, so "
+                "write a new segment ID (include the attempt)"
+            )
+
+    async def read_segment(
+        self, session_id: str, segment_id: str
+    ) -> list[StoredMessage]:
+        """The messages of one segment; `KeyError` if it was never written."""
+        self._check_open()
+        try:
+            _, body = self._segments[session_id, segment_id]
+        except KeyError:
+            raise KeyError(
+                f"session {session_id!r} has no segment {segment_id!r}"
+            ) from None
+        return _MESSAGES.validate_json(body)
+
+    async def read_transcript(
+        self, session_id: str, head_id: str | None
+    ) -> list[StoredMessage]:
+        """Every message on the chain ending at `head_id`, oldest segment first."""
+        self._check_open()
+        if head_id is None:
+            return []
+        parents = {
+            segment_id: parent
+            for (session, segment_id), (parent, _) in self._segments.items()
+            if session == session_id
+        }
+        messages: list[StoredMessage] = []
+        for segment_id in order_chain(session_id, head_id, parents):
+            messages.extend(await self.read_segment(session_id, segment_id))
+        return messages
+
+    async def append_events(self, events: Sequence[EventRecord]) -> list[int]:
+        """Append events and return their cursors; see `RuntimeStore.append_events`."""
+        self._check_open()
+        cursors: list[int] = []
+        for event in events:
+            log = self._events.setdefault(event.session_id, [])
+            cursor = len(log) + 1
+            log.append(_EVENT.dump_json(replace(event, cursor=cursor)))
+            cursors.append(cursor)
+        return cursors
+
+    async def read_events(
+        self, session_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[EventRecord]:
+        """Events of `session_id` with a cursor above `after`, in cursor order."""
+        self._check_open()
+        # Cursor n sits at index n - 1: the log is never trimmed.
+        start = max(after, 0)
+        log = self._events.get(session_id, [])
+        return [_EVENT.validate_json(raw) for raw in log[start : start + max(limit, 0)]]
+
+    async def follow_events(
+        self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
+    ) -> AsyncIterator[EventRecord]:
+        """Yield events after `after` as they are appended, until the consumer stops."""
+        cursor = after
+        while True:
+            batch = await self.read_events(session_id, after=cursor)
+            for event in batch:
+                cursor = event.cursor
+                yield event
+            if not batch:
+                await asyncio.sleep(poll_interval)
+
+    async def put_snapshot(self, session_id: str, snapshot: JsonObject) -> None:
+        """Replace the session's projection unless it holds a higher `version`."""
+        self._check_open()
+        version = snapshot_version(snapshot)
+        current = self._snapshots.get(session_id)
+        if current is not None and current[0] > version:
+            return
+        # Strictly increasing, so the newest-first order has no ties.
+        self._last_update = max(time.time(), self._last_update + 1e-6)
+        self._snapshots[session_id] = (
+            version,
+            self._last_update,
+            _JSON_OBJECT.dump_json(snapshot),
+        )
+
+    async def get_snapshot(self, session_id: str) -> JsonObject | None:
+        """The last projection of the session, or None."""
+        self._check_open()
+        current = self._snapshots.get(session_id)
+        return None if current is None else _JSON_OBJECT.validate_json(current[2])
+
+    async def list_snapshots(self) -> list[JsonObject]:
+        """Every session's projection, most recently updated first."""
+        self._check_open()
+        newest_first = sorted(
+            self._snapshots.values(), key=lambda s: s[1], reverse=True
+        )
+        return [_JSON_OBJECT.validate_json(body) for _, _, body in newest_first]
+
+    async def close(self) -> None:
+        """Mark the store closed; its contents are dropped with it."""
+        self._closed = True
+        self._segments.clear()
+        self._events.clear()
+        self._snapshots.clear()

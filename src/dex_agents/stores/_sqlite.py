@@ -1,0 +1,397 @@
+"""The default runtime store: one SQLite file in WAL mode.
+
+One file is shared by the worker process (which writes segments and events)
+and by client processes (which follow events and list snapshots), so every
+guarantee is made by SQLite itself rather than by in-process state:
+
+- WAL mode lets readers in other processes follow the event log while a writer
+  appends, and `busy_timeout` makes a writer wait for another writer's lock
+  instead of failing.
+- Event cursors are allocated inside a `BEGIN IMMEDIATE` transaction (max + 1),
+  so two writer processes can never hand out the same cursor.
+- Blocking calls run on a small thread pool owned by the store, one connection
+  per thread, so the event loop never waits on disk or on a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Self, TypeVar
+
+from pydantic import TypeAdapter
+
+from .._errors import UserError
+from ..session import EventRecord, JsonObject, StoredMessage
+from ._protocols import SegmentConflictError
+from ._rules import order_chain, snapshot_version
+
+_T = TypeVar("_T")
+
+_MESSAGES = TypeAdapter(list[StoredMessage])
+_EVENT = TypeAdapter(EventRecord)
+_JSON_OBJECT = TypeAdapter(JsonObject)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS segments (
+    session_id TEXT NOT NULL,
+    segment_id TEXT NOT NULL,
+    parent_id TEXT,
+    body TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (session_id, segment_id)
+);
+CREATE TABLE IF NOT EXISTS events (
+    session_id TEXT NOT NULL,
+    cursor INTEGER NOT NULL,
+    turn_id TEXT NOT NULL,
+    step_execution_id TEXT NOT NULL,
+    attempt INTEGER NOT NULL,
+    seq INTEGER NOT NULL,
+    type TEXT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (session_id, cursor)
+);
+CREATE TABLE IF NOT EXISTS snapshots (
+    session_id TEXT PRIMARY KEY,
+    version INTEGER NOT NULL,
+    updated_at REAL NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS snapshots_by_update ON snapshots (updated_at);
+"""
+
+# UNION (not UNION ALL) deduplicates rows, so a corrupt chain that loops back on
+# itself still terminates; the order is rebuilt in Python from the parent links.
+_CHAIN = """
+WITH RECURSIVE chain(segment_id, parent_id, body) AS (
+    SELECT segment_id, parent_id, body FROM segments
+    WHERE session_id = :session_id AND segment_id = :head_id
+    UNION
+    SELECT s.segment_id, s.parent_id, s.body FROM segments AS s
+    JOIN chain ON s.segment_id = chain.parent_id
+    WHERE s.session_id = :session_id
+)
+SELECT segment_id, parent_id, body FROM chain
+"""
+
+
+class SQLiteRuntimeStore:
+    """`RuntimeStore` on one SQLite file, safe to share between processes.
+
+    The constructor touches nothing on disk; the file and its tables are created
+    by `open` or by the first call. Close the store to release its threads.
+    """
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0
+    ) -> None:
+        """Prepare a store on `path`.
+
+        Args:
+            path: The database file; missing parent directories are created.
+            busy_timeout: Seconds a write waits for another process's lock.
+        """
+        self.path = Path(path)
+        self._busy_timeout_ms = int(busy_timeout * 1000)
+        self._executor = ThreadPoolExecutor(
+            max_workers=4, thread_name_prefix="dex-agents-sqlite"
+        )
+        self._local = threading.local()
+        self._connections: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._schema_ready = False
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls, path: str | os.PathLike[str], *, busy_timeout: float = 10.0
+    ) -> Self:
+        """Create the store and its tables now, so a bad path fails here."""
+        store = cls(path, busy_timeout=busy_timeout)
+        await store._run(lambda _: None)
+        return store
+
+    # -- plumbing ----------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is not None:
+            return conn
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: autocommit, so transactions are exactly the
+        # explicit BEGIN IMMEDIATE blocks below. check_same_thread=False only so
+        # `close` can close every thread's connection after the pool stops.
+        conn = sqlite3.connect(
+            self.path,
+            timeout=self._busy_timeout_ms / 1000,
+            isolation_level=None,
+            check_same_thread=False,
+        )
+        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        with self._lock:
+            try:
+                if not self._schema_ready:
+                    # journal_mode is stored in the file: setting it once is enough.
+                    conn.execute("PRAGMA journal_mode = WAL")
+                    conn.executescript(_SCHEMA)
+                    self._schema_ready = True
+            except BaseException:
+                conn.close()
+                raise
+            self._connections.append(conn)
+        self._local.conn = conn
+        return conn
+
+    async def _run(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._closed:
+            raise UserError(f"the runtime store on {str(self.path)!r} is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._executor, lambda: fn(self._connection())
+        )
+
+    async def _transact(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run `fn` in a write transaction that takes the file's write lock first.
+
+        `BEGIN IMMEDIATE` makes a read-then-write (cursor max + 1, version check)
+        atomic across processes: a deferred transaction could read, lose the
+        race to upgrade its lock, and fail instead of waiting.
+        """
+
+        def write(conn: sqlite3.Connection) -> _T:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+        return await self._run(write)
+
+    # -- segments ----------------------------------------------------------
+
+    async def put_segment(
+        self,
+        session_id: str,
+        segment_id: str,
+        parent_id: str | None,
+        messages: Sequence[StoredMessage],
+    ) -> None:
+        """Write one immutable segment; see `RuntimeStore.put_segment`."""
+        body = _MESSAGES.dump_json(list(messages)).decode()
+        # Compare what a reader would get back, so JSON-equal content is equal.
+        wanted = _MESSAGES.validate_json(body)
+
+        def put(conn: sqlite3.Connection) -> None:
+            row = conn.execute(
+                "SELECT parent_id, body FROM segments"
+                " WHERE session_id = ? AND segment_id = ?",
+                (session_id, segment_id),
+            ).fetchone()
+            if row is None:
+                conn.execute(
+                    "INSERT INTO segments VALUES (?, ?, ?, ?, ?)",
+                    (session_id, segment_id, parent_id, body, time.time()),
+                )
+            elif row[0] != parent_id or _MESSAGES.validate_json(row[1]) != wanted:
+                raise SegmentConflictError(
+                    f"segment {segment_id!r} of session {session_id!r} was "
+                    "already written with different content; segments are "
+                    "immutable, so write a new segment ID (include the attempt)"
+                )
+
+        await self._transact(put)
+
+    async def read_segment(
+        self, session_id: str, segment_id: str
+    ) -> list[StoredMessage]:
+        """The messages of one segment; `KeyError` if it was never written."""
+
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT body FROM segments WHERE session_id = ? AND segment_id = ?",
+                (session_id, segment_id),
+            ).fetchone()
+            return None if row is None else row[0]
+
+        body = await self._run(read)
+        if body is None:
+            raise KeyError(f"session {session_id!r} has no segment {segment_id!r}")
+        return _MESSAGES.validate_json(body)
+
+    async def read_transcript(
+        self, session_id: str, head_id: str | None
+    ) -> list[StoredMessage]:
+        """Every message on the chain ending at `head_id`, oldest segment first."""
+        if head_id is None:
+            return []
+
+        def read(conn: sqlite3.Connection) -> list[tuple[str, str | None, str]]:
+            params = {"session_id": session_id, "head_id": head_id}
+            return conn.execute(_CHAIN, params).fetchall()
+
+        rows = await self._run(read)
+        parents = {segment_id: parent for segment_id, parent, _ in rows}
+        bodies = {segment_id: body for segment_id, _, body in rows}
+        messages: list[StoredMessage] = []
+        for segment_id in order_chain(session_id, head_id, parents):
+            messages.extend(_MESSAGES.validate_json(bodies[segment_id]))
+        return messages
+
+    # -- events ------------------------------------------------------------
+
+    async def append_events(self, events: Sequence[EventRecord]) -> list[int]:
+        """Append events and return their cursors; see `RuntimeStore.append_events`."""
+        if not events:
+            return []
+        rows = [
+            (
+                e.session_id,
+                e.turn_id,
+                e.step_execution_id,
+                e.attempt,
+                e.seq,
+                e.type,
+                _JSON_OBJECT.dump_json(e.data).decode(),
+            )
+            for e in events
+        ]
+
+        def append(conn: sqlite3.Connection) -> list[int]:
+            last: dict[str, int] = {}
+            cursors: list[int] = []
+            for session_id, *rest in rows:
+                if session_id not in last:
+                    (top,) = conn.execute(
+                        "SELECT COALESCE(MAX(cursor), 0) FROM events"
+                        " WHERE session_id = ?",
+                        (session_id,),
+                    ).fetchone()
+                    last[session_id] = top
+                cursor = last[session_id] = last[session_id] + 1
+                conn.execute(
+                    "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (session_id, cursor, *rest),
+                )
+                cursors.append(cursor)
+            return cursors
+
+        return await self._transact(append)
+
+    async def read_events(
+        self, session_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[EventRecord]:
+        """Events of `session_id` with a cursor above `after`, in cursor order."""
+
+        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                "SELECT cursor, turn_id, step_execution_id, attempt, seq, type, data"
+                " FROM events WHERE session_id = ? AND cursor > ?"
+                " ORDER BY cursor LIMIT ?",
+                (session_id, after, limit),
+            ).fetchall()
+
+        rows = await self._run(read)
+        return [
+            _EVENT.validate_python(
+                {
+                    "session_id": session_id,
+                    "cursor": cursor,
+                    "turn_id": turn_id,
+                    "step_execution_id": step_execution_id,
+                    "attempt": attempt,
+                    "seq": seq,
+                    "type": type_,
+                    "data": _JSON_OBJECT.validate_json(data),
+                }
+            )
+            for cursor, turn_id, step_execution_id, attempt, seq, type_, data in rows
+        ]
+
+    async def follow_events(
+        self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
+    ) -> AsyncIterator[EventRecord]:
+        """Yield events after `after` as they are appended, until the consumer stops.
+
+        Another process may be the writer, so this polls the file rather than
+        waiting on anything in-process.
+        """
+        cursor = after
+        while True:
+            batch = await self.read_events(session_id, after=cursor)
+            for event in batch:
+                cursor = event.cursor
+                yield event
+            if not batch:
+                await asyncio.sleep(poll_interval)
+
+    # -- snapshots ---------------------------------------------------------
+
+    async def put_snapshot(self, session_id: str, snapshot: JsonObject) -> None:
+        """Replace the session's projection unless it holds a higher `version`."""
+        version = snapshot_version(snapshot)
+        body = _JSON_OBJECT.dump_json(snapshot).decode()
+
+        def put(conn: sqlite3.Connection) -> None:
+            # Strictly increasing even within one clock tick, so
+            # `list_snapshots` has a well-defined newest-first order.
+            (top,) = conn.execute(
+                "SELECT COALESCE(MAX(updated_at), 0) FROM snapshots"
+            ).fetchone()
+            updated_at = max(time.time(), top + 1e-6)
+            conn.execute(
+                "INSERT INTO snapshots VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (session_id) DO UPDATE SET"
+                " version = excluded.version, updated_at = excluded.updated_at,"
+                " body = excluded.body"
+                " WHERE excluded.version >= snapshots.version",
+                (session_id, version, updated_at, body),
+            )
+
+        await self._transact(put)
+
+    async def get_snapshot(self, session_id: str) -> JsonObject | None:
+        """The last projection of the session, or None."""
+
+        def read(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT body FROM snapshots WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return None if row is None else row[0]
+
+        body = await self._run(read)
+        return None if body is None else _JSON_OBJECT.validate_json(body)
+
+    async def list_snapshots(self) -> list[JsonObject]:
+        """Every session's projection, most recently updated first."""
+
+        def read(conn: sqlite3.Connection) -> list[tuple[str]]:
+            return conn.execute(
+                "SELECT body FROM snapshots ORDER BY updated_at DESC"
+            ).fetchall()
+
+        return [_JSON_OBJECT.validate_json(body) for (body,) in await self._run(read)]
+
+    async def close(self) -> None:
+        """Stop the thread pool and close every connection; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._shutdown)
+
+    def _shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+        with self._lock:
+            for conn in self._connections:
+                conn.close()
+            self._connections.clear()

@@ -1,0 +1,37 @@
+"""The Temporal binding: the session workflow, its Steps, client RPCs, worker and engine."""
+
+from ._client import (
+    SessionClient,
+    get_agent_snapshot,
+    resolve_interrupt,
+    send_user_message,
+    start_agent_session,
+    wait_for_idle,
+)
+from ._engine import EmbeddedEngine, EngineConfig, find_temporal_binary, open_engine, resolve_state_dir
+from ._flow import AgentSessionFlow, create_agent_session_flow
+from ._models import Interrupt, TurnSummary
+from ._snapshot import AgentSnapshot
+from ._worker import create_worker
+from ._workflow import AgentSessionWorkflow
+
+__all__ = [
+    "AgentSessionFlow",
+    "AgentSessionWorkflow",
+    "AgentSnapshot",
+    "EmbeddedEngine",
+    "EngineConfig",
+    "Interrupt",
+    "SessionClient",
+    "TurnSummary",
+    "create_agent_session_flow",
+    "create_worker",
+    "find_temporal_binary",
+    "get_agent_snapshot",
+    "open_engine",
+    "resolve_interrupt",
+    "resolve_state_dir",
+    "send_user_message",
+    "start_agent_session",
+    "wait_for_idle",
+]

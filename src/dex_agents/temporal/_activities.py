@@ -1,0 +1,249 @@
+"""The Steps of a session as Temporal activities.
+
+`run_model` runs one model segment through the runner and writes its messages
+to the runtime store under a segment ID that includes the attempt; only the
+reference goes back into history, and only a reference the workflow recorded is
+ever read. Tool Steps run a deferred call with its idempotency key. All of them
+heartbeat in the background so a crashed worker is noticed within
+`heartbeat_timeout`, and enforce their limit locally too (the server's timeout
+does not stop a running attempt).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from datetime import timedelta
+from typing import Any
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from .._errors import SessionError, ToolExecutionError, UserError
+from ..session import (
+    AgentEvent,
+    AgentFrameworkRunner,
+    AgentSessionOptions,
+    DeferredToolExecution,
+    EventRecord,
+    JsonObject,
+    ResumeState,
+    RunModelContext,
+    StoredMessage,
+    ToolOutcome,
+    TurnCompleted,
+    idempotency_key,
+    reset_current_deferred_tool_execution,
+    set_current_deferred_tool_execution,
+)
+from ..stores import RuntimeStore
+from ._events import StoreEventSink
+from ._models import CallToolInput, CallToolOutput, PublishInput, RunModelInput, RunModelOutput
+from ._workflow import ActivityNames
+
+
+class StoreTranscript:
+    """Reads the committed transcript: the chain ending at the recorded head."""
+
+    def __init__(self, store: RuntimeStore, session_id: str, head: str | None) -> None:
+        self._store = store
+        self._session_id = session_id
+        self._head = head
+        self._cache: list[StoredMessage] | None = None
+
+    async def messages(self) -> list[StoredMessage]:
+        """Every committed message, oldest first (read once per attempt)."""
+        if self._cache is None:
+            self._cache = await self._store.read_transcript(self._session_id, self._head)
+        return list(self._cache)
+
+
+def pending_message(item: JsonObject) -> StoredMessage:
+    """The stored message of a prompt or a failure note."""
+    role = "note" if item.get("kind") == "turn_failure_note" else "user"
+    return StoredMessage(role=role, text=str(item.get("text", "")), item=item)
+
+
+@contextlib.asynccontextmanager
+async def _heartbeating(timeout: timedelta) -> AsyncIterator[None]:
+    async def beat() -> None:
+        while True:
+            activity.heartbeat()
+            await asyncio.sleep(max(timeout.total_seconds() / 4, 0.05))
+
+    task = asyncio.create_task(beat())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _engine_error(err: Exception) -> ApplicationError:
+    """Retry policy is decided here, at the engine edge, from the error's own fields."""
+    if isinstance(err, SessionError):
+        delay = timedelta(seconds=err.retry_after) if err.retry_after else None
+        return ApplicationError(
+            str(err), type=type(err).__name__, non_retryable=not err.retryable,
+            next_retry_delay=delay,
+        )
+    if isinstance(err, UserError | TypeError):
+        return ApplicationError(str(err), type=type(err).__name__, non_retryable=True)
+    return ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__)
+
+
+def build_activities(
+    flow_type: str,
+    runner: AgentFrameworkRunner,
+    options: AgentSessionOptions,
+    store: RuntimeStore,
+) -> list[Callable[..., Coroutine[Any, Any, Any]]]:
+    """The activities of one flow, bound to its runner and the worker's store."""
+    names = ActivityNames.for_flow(flow_type)
+    limit = options.run_model_limit.total_seconds()
+
+    @activity.defn(name=names.run_model)
+    async def run_model(input: RunModelInput) -> RunModelOutput:
+        attempt = activity.info().attempt
+        resume = None
+        if input.resume is not None:
+            partial = (
+                await store.read_segment(input.session_id, input.resume.partial_segment_id)
+                if input.resume.partial_segment_id
+                else []
+            )
+            resume = ResumeState(
+                run_state=input.resume.run_state,
+                messages=tuple(partial),
+                records=tuple(input.resume.records),
+            )
+        async with StoreEventSink(
+            store,
+            session_id=input.session_id,
+            turn_id=input.turn_id,
+            step_execution_id=input.step_execution_id,
+            attempt=attempt,
+        ) as sink:
+            context = RunModelContext(
+                session_id=input.session_id,
+                flow_type=flow_type,
+                turn_id=input.turn_id,
+                step_execution_id=input.step_execution_id,
+                attempt=attempt,
+                pending=tuple(input.pending),
+                transcript=StoreTranscript(store, input.session_id, input.transcript_head),
+                events=sink,
+                tool_policies=options.tool_policies,
+                default_tool_effect=options.default_tool_effect,
+                resume=resume,
+            )
+            try:
+                async with _heartbeating(options.heartbeat_timeout), asyncio.timeout(limit):
+                    result = await runner.run_model(context)
+            except TimeoutError as err:
+                raise ApplicationError(
+                    f"the model segment exceeded `run_model_limit` ({options.run_model_limit})",
+                    type="RunModelTimeout",
+                ) from err
+            except Exception as err:
+                raise _engine_error(err) from err
+        segment_id = f"{input.step_execution_id}/attempt-{attempt}"
+        if isinstance(result, TurnCompleted):
+            messages = [pending_message(i) for i in input.pending] + list(result.messages)
+            await store.put_segment(
+                input.session_id, segment_id, input.transcript_head, messages
+            )
+            return RunModelOutput(
+                kind="turn_completed",
+                segment_id=segment_id,
+                final_text=result.final_text,
+                usage=result.usage,
+                metadata=result.metadata,
+            )
+        # A partial segment hangs off no chain: only the resumed segment reads it.
+        await store.put_segment(input.session_id, segment_id, None, list(result.messages))
+        return RunModelOutput(
+            kind="tool_calls_requested",
+            segment_id=segment_id,
+            calls=list(result.calls),
+            run_state=result.run_state,
+            usage=result.usage,
+            metadata=result.metadata,
+        )
+
+    async def run_tool(input: CallToolInput) -> CallToolOutput:
+        attempt = activity.info().attempt
+        call = input.call
+        execution = DeferredToolExecution(
+            flow_id=input.session_id,
+            turn_id=input.turn_id,
+            tool_call_id=call.tool_call_id,
+            step_execution_id=input.step_execution_id,
+            attempt=attempt,
+            idempotency_key=idempotency_key(input.session_id, input.turn_id, call.tool_call_id),
+        )
+        async with StoreEventSink(
+            store,
+            session_id=input.session_id,
+            turn_id=input.turn_id,
+            step_execution_id=input.step_execution_id,
+            attempt=attempt,
+        ) as sink:
+            sink.emit(AgentEvent(type="tool_call_started", data={
+                "tool_call_id": call.tool_call_id,
+                "tool_name": call.tool_name,
+                "arguments": call.arguments,
+            }))
+            token = set_current_deferred_tool_execution(execution)
+            try:
+                async with _heartbeating(options.heartbeat_timeout), asyncio.timeout(
+                    options.tool_limit.total_seconds()
+                ):
+                    outcome = await runner.execute_deferred_tool(call, execution)
+            except ToolExecutionError as err:
+                outcome = ToolOutcome(output=str(err), is_error=True)
+            except Exception as err:
+                raise _engine_error(err) from err
+            finally:
+                reset_current_deferred_tool_execution(token)
+            if not outcome.finished_by_resumed_turn:
+                sink.emit(AgentEvent(type="tool_call_finished", data={
+                    "tool_call_id": call.tool_call_id,
+                    "tool_name": call.tool_name,
+                    "status": "failed" if outcome.is_error else "finished",
+                    "output": outcome.output,
+                }))
+        return CallToolOutput(
+            output=outcome.output,
+            is_error=outcome.is_error,
+            finished_by_resumed_turn=outcome.finished_by_resumed_turn,
+        )
+
+    @activity.defn(name=names.call_tool)
+    async def call_tool(input: CallToolInput) -> CallToolOutput:
+        return await run_tool(input)
+
+    @activity.defn(name=names.call_single_attempt_tool)
+    async def call_single_attempt_tool(input: CallToolInput) -> CallToolOutput:
+        return await run_tool(input)
+
+    @activity.defn(name=names.publish)
+    async def publish(input: PublishInput) -> None:
+        await store.put_snapshot(input.session_id, input.snapshot)
+        if input.events:
+            await store.append_events([
+                EventRecord(
+                    session_id=input.session_id,
+                    turn_id=str(e.data.get("turn_id", input.turn_id)),
+                    step_execution_id="session",
+                    attempt=0,
+                    seq=input.first_seq + i + 1,
+                    type=e.type,
+                    data=e.data,
+                )
+                for i, e in enumerate(input.events)
+            ])
+
+    return [run_model, call_tool, call_single_attempt_tool, publish]

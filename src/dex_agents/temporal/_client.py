@@ -1,0 +1,219 @@
+"""Client-side RPCs of a session: start, message, approve, snapshot, wait, events."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import timedelta
+
+from pydantic import TypeAdapter
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowHandle,
+    WorkflowUpdateFailedError,
+)
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
+from temporalio.service import RPCError
+
+from .._errors import EngineError, UnknownInterruptError, UserError
+from ..session import EventRecord
+from ..stores import RuntimeStore
+from ._flow import AgentSessionFlow
+from ._models import ResolveInterruptInput, SessionInput, UserMessageInput
+from ._snapshot import AgentSnapshot
+from ._workflow import INVALID_MESSAGE, UNKNOWN_INTERRUPT
+
+_snapshot_json = TypeAdapter(AgentSnapshot)
+
+
+def _handle(client: Client, session_id: str) -> WorkflowHandle[object, None]:
+    return client.get_workflow_handle(session_id)
+
+
+def _translate(err: WorkflowUpdateFailedError, session_id: str, interrupt_id: str = "") -> Exception:
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        if cause.type == UNKNOWN_INTERRUPT:
+            return UnknownInterruptError(session_id, interrupt_id)
+        if cause.type == INVALID_MESSAGE:
+            return UserError(cause.message)
+    return err
+
+
+async def start_agent_session(
+    client: Client,
+    flow: AgentSessionFlow,
+    session_id: str,
+    *,
+    initial_message: str | None = None,
+) -> bool:
+    """Start the session if it is new (update-with-start: idempotent), and send a message.
+
+    Returns what `send_user_message` returns, or True when no message was given.
+    """
+    operation = WithStartWorkflowOperation(
+        flow.flow_type,
+        SessionInput(),
+        id=session_id,
+        task_queue=flow.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        result_type=type(None),
+    )
+    try:
+        if initial_message is None:
+            await client.execute_update_with_start_workflow(
+                "describe", start_workflow_operation=operation, result_type=AgentSnapshot
+            )
+            return True
+        return await client.execute_update_with_start_workflow(
+            "send_user_message",
+            UserMessageInput(text=initial_message),
+            start_workflow_operation=operation,
+            result_type=bool,
+        )
+    except WorkflowUpdateFailedError as err:
+        raise _translate(err, session_id) from err
+
+
+async def send_user_message(
+    client: Client, flow: AgentSessionFlow, session_id: str, text: str
+) -> bool:
+    """Send a user message to a running session; True once it is queued for a turn."""
+    del flow  # the session's workflow knows its flow; kept for a uniform signature
+    try:
+        return await _handle(client, session_id).execute_update(
+            "send_user_message", UserMessageInput(text=text), result_type=bool
+        )
+    except WorkflowUpdateFailedError as err:
+        raise _translate(err, session_id) from err
+
+
+async def resolve_interrupt(
+    client: Client,
+    flow: AgentSessionFlow,
+    session_id: str,
+    *,
+    interrupt_id: str,
+    approved: bool,
+    rejection_message: str | None = None,
+) -> bool:
+    """Approve or reject a pending tool call.
+
+    Returns False when the interrupt was already resolved (nothing changes).
+
+    Raises:
+        UnknownInterruptError: the session never created `interrupt_id`.
+    """
+    del flow
+    try:
+        return await _handle(client, session_id).execute_update(
+            "resolve_interrupt",
+            ResolveInterruptInput(
+                interrupt_id=interrupt_id,
+                approved=approved,
+                rejection_message=rejection_message,
+            ),
+            result_type=bool,
+        )
+    except WorkflowUpdateFailedError as err:
+        raise _translate(err, session_id, interrupt_id) from err
+
+
+async def get_agent_snapshot(
+    client: Client,
+    flow: AgentSessionFlow,
+    session_id: str,
+    *,
+    store: RuntimeStore | None = None,
+) -> AgentSnapshot:
+    """The session's snapshot, with messages read from `store` when one is given.
+
+    Falls back to the store's projection when no worker answers the query.
+    """
+    del flow
+    try:
+        snapshot = await _handle(client, session_id).query(
+            "get_agent_snapshot", result_type=AgentSnapshot, rpc_timeout=timedelta(seconds=5)
+        )
+    except RPCError as err:
+        projected = await store.get_snapshot(session_id) if store is not None else None
+        if projected is None:
+            raise EngineError(
+                f"cannot read session {session_id!r}: {err.message}; is a worker running "
+                "for its flow (`dex-agents worker`)?"
+            ) from err
+        snapshot = _snapshot_json.validate_python(projected)
+    if store is not None:
+        snapshot.messages = await store.read_transcript(session_id, snapshot.transcript_head)
+    return snapshot
+
+
+async def wait_for_idle(
+    client: Client,
+    flow: AgentSessionFlow,
+    session_id: str,
+    *,
+    store: RuntimeStore | None = None,
+) -> AgentSnapshot:
+    """Wait until no turn runs (answered or waiting for approval); return the snapshot."""
+    snapshot = await _handle(client, session_id).execute_update(
+        "wait_for_idle", result_type=AgentSnapshot
+    )
+    if store is not None:
+        snapshot.messages = await store.read_transcript(session_id, snapshot.transcript_head)
+    del flow
+    return snapshot
+
+
+class SessionClient:
+    """The session RPCs bound to one client, flow and runtime store."""
+
+    def __init__(self, client: Client, flow: AgentSessionFlow, store: RuntimeStore) -> None:
+        self.client = client
+        self.flow = flow
+        self.store = store
+
+    async def start(self, session_id: str, *, initial_message: str | None = None) -> bool:
+        """See `start_agent_session`."""
+        return await start_agent_session(
+            self.client, self.flow, session_id, initial_message=initial_message
+        )
+
+    async def send_user_message(self, session_id: str, text: str) -> bool:
+        """See `send_user_message`."""
+        return await send_user_message(self.client, self.flow, session_id, text)
+
+    async def resolve_interrupt(
+        self,
+        session_id: str,
+        interrupt_id: str,
+        *,
+        approved: bool,
+        rejection_message: str | None = None,
+    ) -> bool:
+        """See `resolve_interrupt`."""
+        return await resolve_interrupt(
+            self.client,
+            self.flow,
+            session_id,
+            interrupt_id=interrupt_id,
+            approved=approved,
+            rejection_message=rejection_message,
+        )
+
+    async def snapshot(self, session_id: str) -> AgentSnapshot:
+        """See `get_agent_snapshot`."""
+        return await get_agent_snapshot(self.client, self.flow, session_id, store=self.store)
+
+    async def wait_for_idle(self, session_id: str) -> AgentSnapshot:
+        """See `wait_for_idle`."""
+        return await wait_for_idle(self.client, self.flow, session_id, store=self.store)
+
+    async def events(self, session_id: str, *, after: int = 0) -> list[EventRecord]:
+        """Events of the session after the cursor `after`."""
+        return await self.store.read_events(session_id, after=after)
+
+    def follow(self, session_id: str, *, after: int = 0) -> AsyncIterator[EventRecord]:
+        """Follow the session's events as they are written."""
+        return self.store.follow_events(session_id, after=after)

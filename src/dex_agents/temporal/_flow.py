@@ -1,0 +1,61 @@
+"""A session flow: a runner, its options, and the workflow type that serves them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .._errors import UserError
+from ..session import AgentFrameworkRunner, AgentSessionOptions
+from ._workflow import ActivityNames, AgentSessionWorkflow, define_workflow_class
+
+_FLOW_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class AgentSessionFlow:
+    """Everything a worker and a client need to serve and reach one kind of session.
+
+    `flow_type` is the Temporal workflow type name: a persisted contract, so
+    renaming it orphans existing sessions.
+    """
+
+    flow_type: str
+    runner: AgentFrameworkRunner
+    options: AgentSessionOptions
+    workflow_class: type[AgentSessionWorkflow]
+    task_queue: str
+
+    @property
+    def activity_names(self) -> ActivityNames:
+        """The Step names registered for this flow."""
+        return self.workflow_class.names
+
+
+def create_agent_session_flow(
+    runner: AgentFrameworkRunner,
+    flow_type: str,
+    options: AgentSessionOptions | None = None,
+    *,
+    task_queue: str | None = None,
+) -> AgentSessionFlow:
+    """Build the session flow of `runner` under the workflow type `flow_type`.
+
+    Raises:
+        UserError: for a malformed flow type, or options the runner cannot honor
+            (such as a compaction policy for a runner that cannot compact).
+    """
+    if not _FLOW_TYPE.match(flow_type):
+        raise UserError(
+            f"flow type {flow_type!r} must start with a letter and contain only "
+            "letters, digits, `_`, `.` or `-` (at most 100 characters)"
+        )
+    options = options or AgentSessionOptions()
+    runner.validate_session_options(compaction=options.compaction)
+    return AgentSessionFlow(
+        flow_type=flow_type,
+        runner=runner,
+        options=options,
+        workflow_class=define_workflow_class(flow_type, options, runner.build_user_message),
+        task_queue=task_queue or flow_type,
+    )

@@ -1,0 +1,183 @@
+"""Workflow state and Step payloads: small, typed, and free of transcripts.
+
+Nothing here may grow with the conversation beyond one turn's metadata: the
+transcript lives in the runtime store and history carries only references.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from ..session import (
+    AgentEvent,
+    JsonObject,
+    ModelCallMetadata,
+    ToolCall,
+    ToolEffect,
+    ToolRecord,
+    Usage,
+)
+
+SessionStatus = Literal["idle", "running", "waiting_for_approval"]
+TurnStatus = Literal["running", "waiting_for_approval", "completed", "failed"]
+TurnPhase = Literal["run_model", "tool", "await_approval", "execute", "resume"]
+
+
+@dataclass(kw_only=True)
+class Interrupt:
+    """An approval request for one deferred call."""
+
+    interrupt_id: str
+    turn_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: JsonObject
+    effect: ToolEffect
+    reason: str
+    created_at: str
+    deadline: str | None = None
+    resolved: bool = False
+    approved: bool | None = None
+    rejection_message: str | None = None
+
+
+@dataclass(kw_only=True)
+class TurnSummary:
+    """One turn as the snapshot shows it."""
+
+    turn_id: str
+    status: TurnStatus
+    prompts: list[str] = field(default_factory=lambda: [])
+    final_text: str = ""
+    tool_calls: list[ToolRecord] = field(default_factory=lambda: [])
+    usage: Usage = field(default_factory=Usage)
+    error: str | None = None
+
+
+@dataclass(kw_only=True)
+class ActiveTurn:
+    """The turn in progress, complete enough to continue after continue-as-new."""
+
+    turn_id: str
+    phase: TurnPhase = "run_model"
+    segment: int = 0
+    pending_count: int = 0
+    """How many items of `SessionState.pending` this turn sends."""
+    run_state: JsonObject = field(default_factory=lambda: {})
+    partial_segment_id: str | None = None
+    calls: list[ToolCall] = field(default_factory=lambda: [])
+    call_index: int = 0
+    records: list[ToolRecord] = field(default_factory=lambda: [])
+    """Records of the current batch of calls."""
+    turn_records: list[ToolRecord] = field(default_factory=lambda: [])
+    """Every record of the turn, for a failure note."""
+    interrupt_id: str | None = None
+
+
+@dataclass(kw_only=True)
+class SessionState:
+    """Everything the session workflow knows; carried through continue-as-new."""
+
+    session_id: str
+    turn_counter: int = 0
+    transcript_head: str | None = None
+    pending: list[JsonObject] = field(default_factory=lambda: [])
+    """Prompts and failure notes that never reached a completed transcript."""
+    inbox: int = 0
+    """How many of `pending`'s trailing prompts arrived after the active turn started."""
+    turns: list[TurnSummary] = field(default_factory=lambda: [])
+    active: ActiveTurn | None = None
+    interrupts: dict[str, Interrupt] = field(default_factory=lambda: {})
+    usage: Usage = field(default_factory=Usage)
+    version: int = 0
+    event_seq: int = 0
+    runs: int = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionInput:
+    """Workflow input: None on a new session, the state after continue-as-new."""
+
+    state: SessionState | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class UserMessageInput:
+    """Update argument of `send_user_message`."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolveInterruptInput:
+    """Update argument of `resolve_interrupt`."""
+
+    interrupt_id: str
+    approved: bool
+    rejection_message: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResumeInput:
+    """What a resumed RunModel needs: references and the records, never the transcript."""
+
+    run_state: JsonObject
+    partial_segment_id: str | None
+    records: list[ToolRecord]
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunModelInput:
+    """Input of the `run_model` activity."""
+
+    session_id: str
+    turn_id: str
+    step_execution_id: str
+    transcript_head: str | None
+    pending: list[JsonObject]
+    resume: ResumeInput | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunModelOutput:
+    """Result of the `run_model` activity: references and small facts only."""
+
+    kind: Literal["turn_completed", "tool_calls_requested"]
+    segment_id: str
+    calls: list[ToolCall] = field(default_factory=lambda: [])
+    run_state: JsonObject = field(default_factory=lambda: {})
+    final_text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    metadata: ModelCallMetadata = field(default_factory=ModelCallMetadata)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallToolInput:
+    """Input of the tool Step activities."""
+
+    session_id: str
+    turn_id: str
+    step_execution_id: str
+    call: ToolCall
+
+
+@dataclass(frozen=True, kw_only=True)
+class CallToolOutput:
+    """Result of a tool Step: a finished or failed outcome (errors raise instead)."""
+
+    output: str
+    is_error: bool = False
+    finished_by_resumed_turn: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class PublishInput:
+    """Input of the local activity that projects the snapshot and writes session events."""
+
+    session_id: str
+    snapshot: JsonObject
+    """The `AgentSnapshot` as JSON (the store keeps JSON)."""
+    events: list[AgentEvent]
+    turn_id: str
+    first_seq: int

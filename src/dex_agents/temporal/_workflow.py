@@ -1,0 +1,513 @@
+"""The session workflow: one per session ID, a small state machine over Steps.
+
+Determinism: this module imports only the pure core, the payload models and
+`temporalio.workflow`. Every branch reads workflow state or Step results; time
+comes from `workflow.now()` and IDs from `workflow.uuid4()`. Any change to the
+logic after a release goes behind `workflow.patched()`, and the recorded
+histories in `tests/histories/` are replayed in CI.
+
+A turn moves through phases kept in `SessionState.active`, so a session can
+continue as new in the middle of a turn (waiting for approval) and pick up
+exactly where it was:
+
+    run_model ─► tool ─► await_approval ─► execute ─► tool … ─► resume ─► (run_model again)
+        │                                                                    │
+        └──────────── turn_completed / failure note ◄────────────────────────┘
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, ClassVar
+
+from temporalio import workflow
+from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
+
+with workflow.unsafe.imports_passed_through():
+    from pydantic import TypeAdapter
+
+    from ..session import (
+        AgentEvent,
+        AgentEventType,
+        AgentSessionOptions,
+        JsonObject,
+        ToolRecord,
+        turn_failure_note,
+    )
+    from ._models import (
+        ActiveTurn,
+        CallToolInput,
+        CallToolOutput,
+        Interrupt,
+        PublishInput,
+        ResolveInterruptInput,
+        ResumeInput,
+        RunModelInput,
+        RunModelOutput,
+        SessionInput,
+        SessionState,
+        TurnSummary,
+        UserMessageInput,
+    )
+    from ._snapshot import AgentSnapshot, session_status, snapshot_of
+
+UNKNOWN_INTERRUPT = "UnknownInterrupt"
+INVALID_MESSAGE = "InvalidUserMessage"
+NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError"]
+
+_snapshot_json = TypeAdapter(AgentSnapshot)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ActivityNames:
+    """The Step names of one flow type; persisted in history, never rename silently."""
+
+    run_model: str
+    call_tool: str
+    call_single_attempt_tool: str
+    publish: str
+
+    @classmethod
+    def for_flow(cls, flow_type: str) -> ActivityNames:
+        """Names scoped by flow type, so several flows share one worker."""
+        return cls(
+            run_model=f"{flow_type}.run_model",
+            call_tool=f"{flow_type}.call_tool",
+            call_single_attempt_tool=f"{flow_type}.call_single_attempt_tool",
+            publish=f"{flow_type}.publish",
+        )
+
+
+class AgentSessionWorkflow:
+    """Base of every flow's workflow class; `create_agent_session_flow` subclasses it."""
+
+    flow_type: ClassVar[str]
+    options: ClassVar[AgentSessionOptions]
+    names: ClassVar[ActivityNames]
+    build_user_message: ClassVar[Callable[[str], JsonObject]]
+
+    def _setup(self, input: SessionInput) -> None:
+        info = workflow.info()
+        self.state = input.state or SessionState(session_id=info.workflow_id)
+        if input.state is not None:
+            self.state.runs += 1
+        self._events: list[AgentEvent] = []
+
+    # ----- RPCs ---------------------------------------------------------------
+
+    @workflow.update
+    async def send_user_message(self, input: UserMessageInput) -> bool:
+        """Queue a user message; the next turn (or the current one's successor) sends it."""
+        self.state.pending.append(type(self).build_user_message(input.text))
+        self.state.inbox += 1
+        self.state.version += 1
+        return True
+
+    @send_user_message.validator
+    def _validate_user_message(self, input: UserMessageInput) -> None:
+        if not isinstance(input.text, str) or not input.text.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+            raise ApplicationError(
+                f"user message text must be a non-empty string, got {input.text!r}",
+                type=INVALID_MESSAGE,
+                non_retryable=True,
+            )
+
+    @workflow.update
+    async def resolve_interrupt(self, input: ResolveInterruptInput) -> bool:
+        """Approve or reject a pending call; a repeat returns False and changes nothing."""
+        interrupt = self.state.interrupts[input.interrupt_id]
+        if interrupt.resolved:
+            return False
+        interrupt.resolved = True
+        interrupt.approved = input.approved
+        interrupt.rejection_message = input.rejection_message
+        self.state.version += 1
+        return True
+
+    @resolve_interrupt.validator
+    def _validate_resolve(self, input: ResolveInterruptInput) -> None:
+        # A validator rejection writes no history: an unknown ID changes nothing.
+        if input.interrupt_id not in self.state.interrupts:
+            pending = [i for i, v in self.state.interrupts.items() if not v.resolved]
+            raise ApplicationError(
+                f"session {self.state.session_id!r} has no interrupt "
+                f"{input.interrupt_id!r}; pending interrupts: {pending}",
+                type=UNKNOWN_INTERRUPT,
+                non_retryable=True,
+            )
+
+    @workflow.update
+    async def wait_for_idle(self) -> AgentSnapshot:
+        """Return once no turn runs: it finished, or it waits for approval."""
+        await workflow.wait_condition(lambda: session_status(self.state) != "running")
+        return self._snapshot()
+
+    @workflow.update
+    async def describe(self) -> AgentSnapshot:
+        """The snapshot, as an Update (used to start a session without a message)."""
+        return self._snapshot()
+
+    @workflow.query
+    def get_agent_snapshot(self) -> AgentSnapshot:
+        """The session's status, turns, pending interrupts and usage."""
+        return self._snapshot()
+
+    # ----- main loop ----------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            await workflow.wait_condition(
+                lambda: self.state.active is not None
+                or self.state.inbox > 0
+                or self._continue_as_new_needed()
+            )
+            if self.state.active is None and self.state.inbox == 0:
+                await self._continue_as_new()
+            if self.state.active is None:
+                self._start_turn()
+                await self._publish()
+            await self._drive()
+
+    async def _drive(self) -> None:
+        while (active := self.state.active) is not None:
+            match active.phase:
+                case "run_model" | "resume":
+                    await self._run_model(active)
+                case "tool":
+                    await self._next_call(active)
+                case "await_approval":
+                    await self._await_approval(active)
+                case "execute":
+                    await self._execute(active)
+
+    def _start_turn(self) -> None:
+        self.state.turn_counter += 1
+        turn_id = f"turn-{self.state.turn_counter}"
+        new_items = self.state.pending[len(self.state.pending) - self.state.inbox :]
+        self.state.active = ActiveTurn(turn_id=turn_id, pending_count=len(self.state.pending))
+        self.state.inbox = 0
+        self.state.turns.append(
+            TurnSummary(
+                turn_id=turn_id,
+                status="running",
+                prompts=[str(i.get("text", "")) for i in new_items],
+            )
+        )
+        self._emit("turn_started", {"turn_id": turn_id})
+
+    # ----- phases -------------------------------------------------------------
+
+    async def _run_model(self, active: ActiveTurn) -> None:
+        opts = type(self).options
+        if opts.spend_limit is not None and self.state.usage.cost_usd >= opts.spend_limit:
+            await self._fail_turn(
+                active,
+                f"spend limit reached: {self.state.usage.cost_usd:.4f} USD of "
+                f"{opts.spend_limit:.4f} USD; raise `spend_limit` to continue",
+            )
+            return
+        active.segment += 1
+        resume = None
+        if active.phase == "resume":
+            resume = ResumeInput(
+                run_state=active.run_state,
+                partial_segment_id=active.partial_segment_id,
+                records=list(active.records),
+            )
+        try:
+            out = await workflow.execute_activity(
+                type(self).names.run_model,
+                RunModelInput(
+                    session_id=self.state.session_id,
+                    turn_id=active.turn_id,
+                    step_execution_id=f"{active.turn_id}/run_model/{active.segment}",
+                    transcript_head=self.state.transcript_head,
+                    pending=self.state.pending[: active.pending_count],
+                    resume=resume,
+                ),
+                result_type=RunModelOutput,
+                activity_id=f"{active.turn_id}/run_model/{active.segment}",
+                start_to_close_timeout=opts.run_model_limit,
+                heartbeat_timeout=opts.heartbeat_timeout,
+                retry_policy=RetryPolicy(
+                    initial_interval=opts.retry_interval,
+                    maximum_attempts=opts.run_model_attempts,
+                    non_retryable_error_types=NON_RETRYABLE_ERRORS,
+                ),
+            )
+        except ActivityError as err:
+            await self._fail_turn(active, _failure_text(err))
+            return
+        summary = self._summary(active.turn_id)
+        self.state.usage = self.state.usage + out.usage
+        summary.usage = summary.usage + out.usage
+        if out.kind == "turn_completed":
+            self.state.transcript_head = out.segment_id
+            del self.state.pending[: active.pending_count]
+            summary.status = "completed"
+            summary.final_text = out.final_text
+            self.state.active = None
+            self._emit("turn_completed", {"turn_id": active.turn_id})
+            await self._publish()
+            return
+        if not out.calls:
+            await self._fail_turn(active, "the runner requested tool calls but named none")
+            return
+        active.run_state = out.run_state
+        active.partial_segment_id = out.segment_id
+        active.calls = list(out.calls)
+        active.call_index = 0
+        active.records = []
+        active.phase = "tool"
+
+    async def _next_call(self, active: ActiveTurn) -> None:
+        if active.call_index >= len(active.calls):
+            active.phase = "resume"
+            return
+        call = active.calls[active.call_index]
+        if any(r.status in ("rejected", "outcome_unknown") for r in active.records):
+            self._record(active, ToolRecord(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                arguments=call.arguments,
+                status="skipped",
+            ))
+            return
+        if not call.policy.needs_approval:
+            active.phase = "execute"
+            return
+        now = workflow.now()
+        deadline = type(self).options.interrupt_deadline
+        interrupt = Interrupt(
+            interrupt_id=f"intr_{workflow.uuid4().hex[:16]}",
+            turn_id=active.turn_id,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            arguments=call.arguments,
+            effect=call.policy.effect,
+            reason=call.reason or f"{call.tool_name} is {call.policy.effect}",
+            created_at=now.isoformat(),
+            deadline=(now + deadline).isoformat() if deadline is not None else None,
+        )
+        self.state.interrupts[interrupt.interrupt_id] = interrupt
+        active.interrupt_id = interrupt.interrupt_id
+        active.phase = "await_approval"
+        self._summary(active.turn_id).status = "waiting_for_approval"
+        self._emit("interrupt_created", {
+            "interrupt_id": interrupt.interrupt_id,
+            "tool_call_id": call.tool_call_id,
+            "tool_name": call.tool_name,
+            "arguments": call.arguments,
+            "effect": call.policy.effect,
+        })
+        await self._publish()
+
+    async def _await_approval(self, active: ActiveTurn) -> None:
+        assert active.interrupt_id is not None
+        interrupt = self.state.interrupts[active.interrupt_id]
+        timeout: timedelta | None = None
+        if interrupt.deadline is not None:
+            timeout = max(
+                datetime.fromisoformat(interrupt.deadline) - workflow.now(), timedelta(0)
+            )
+        try:
+            await workflow.wait_condition(
+                lambda: interrupt.resolved or self._continue_as_new_needed(),
+                timeout=timeout,
+            )
+        except asyncio.TimeoutError:
+            interrupt.resolved = True
+            interrupt.approved = False
+            interrupt.rejection_message = "no approval arrived before the deadline"
+        if not interrupt.resolved:
+            await self._continue_as_new()
+        call = active.calls[active.call_index]
+        self._summary(active.turn_id).status = "running"
+        self._emit("interrupt_resolved", {
+            "interrupt_id": interrupt.interrupt_id,
+            "approved": bool(interrupt.approved),
+            "rejection_message": interrupt.rejection_message,
+        })
+        if interrupt.approved:
+            active.phase = "execute"
+        else:
+            self._record(active, ToolRecord(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                arguments=call.arguments,
+                status="rejected",
+                rejection_message=interrupt.rejection_message or "",
+            ))
+        await self._publish()
+
+    async def _execute(self, active: ActiveTurn) -> None:
+        opts = type(self).options
+        call = active.calls[active.call_index]
+        step = call.policy.step
+        attempts = opts.tool_attempts if step == "call_tool" else 1
+        name = (
+            type(self).names.call_tool
+            if step == "call_tool"
+            else type(self).names.call_single_attempt_tool
+        )
+        step_id = f"{active.turn_id}/{step}/{call.tool_call_id}"
+        try:
+            out = await workflow.execute_activity(
+                name,
+                CallToolInput(
+                    session_id=self.state.session_id,
+                    turn_id=active.turn_id,
+                    step_execution_id=step_id,
+                    call=call,
+                ),
+                result_type=CallToolOutput,
+                activity_id=step_id,
+                start_to_close_timeout=opts.tool_limit,
+                heartbeat_timeout=opts.heartbeat_timeout,
+                retry_policy=RetryPolicy(
+                    initial_interval=opts.retry_interval,
+                    maximum_attempts=attempts,
+                    non_retryable_error_types=NON_RETRYABLE_ERRORS,
+                ),
+            )
+            record = ToolRecord(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                arguments=call.arguments,
+                status="failed" if out.is_error else "finished",
+                output=out.output,
+                finished_by_resumed_turn=out.finished_by_resumed_turn,
+            )
+        except ActivityError as err:
+            record = ToolRecord(
+                tool_call_id=call.tool_call_id,
+                tool_name=call.tool_name,
+                arguments=call.arguments,
+                status="outcome_unknown",
+                output=_failure_text(err),
+            )
+        self._record(active, record)
+
+    async def _fail_turn(self, active: ActiveTurn, reason: str) -> None:
+        note = turn_failure_note(active.turn_id, reason, active.turn_records)
+        self.state.pending.insert(active.pending_count, note)
+        summary = self._summary(active.turn_id)
+        summary.status = "failed"
+        summary.error = reason
+        self.state.active = None
+        self._emit("turn_failed", {"turn_id": active.turn_id, "error": reason})
+        await self._publish()
+
+    # ----- helpers ------------------------------------------------------------
+
+    def _record(self, active: ActiveTurn, record: ToolRecord) -> None:
+        active.records.append(record)
+        active.turn_records.append(record)
+        self._summary(active.turn_id).tool_calls.append(record)
+        active.call_index += 1
+        active.interrupt_id = None
+        active.phase = "tool"
+
+    def _summary(self, turn_id: str) -> TurnSummary:
+        summary = self.state.turns[-1]
+        assert summary.turn_id == turn_id
+        return summary
+
+    def _snapshot(self) -> AgentSnapshot:
+        return snapshot_of(self.state, type(self).flow_type, "")
+
+    def _emit(self, type_: AgentEventType, data: JsonObject) -> None:
+        self._events.append(AgentEvent(type=type_, data=data))
+
+    async def _publish(self) -> None:
+        """Project the snapshot and write the session's events to the runtime store."""
+        self.state.version += 1
+        events, self._events = self._events, []
+        first_seq = self.state.event_seq
+        self.state.event_seq += len(events)
+        snapshot = snapshot_of(self.state, type(self).flow_type, workflow.now().isoformat())
+        turn_id = self.state.turns[-1].turn_id if self.state.turns else ""
+        try:
+            await workflow.execute_local_activity(
+                type(self).names.publish,
+                PublishInput(
+                    session_id=self.state.session_id,
+                    snapshot=_snapshot_json.dump_python(snapshot, mode="json"),
+                    events=events,
+                    turn_id=turn_id,
+                    first_seq=first_seq,
+                ),
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError:
+            # The projection is a cache for clients; the workflow state stays the truth.
+            workflow.logger.warning("could not publish the snapshot of %s", self.state.session_id)
+
+    def _continue_as_new_needed(self) -> bool:
+        info = workflow.info()
+        limit = type(self).options.continue_as_new_after_events
+        return info.is_continue_as_new_suggested() or (
+            limit is not None and info.get_current_history_length() >= limit
+        )
+
+    async def _continue_as_new(self) -> None:
+        # In-flight Updates must finish first, or their callers would see them lost.
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        workflow.continue_as_new(SessionInput(state=self.state))
+
+
+def _failure_text(err: ActivityError) -> str:
+    cause: BaseException | None = err.cause
+    while cause is not None and cause.__cause__ is not None and not isinstance(
+        cause, ApplicationError
+    ):
+        cause = cause.__cause__
+    return str(cause) if cause is not None else str(err)
+
+
+def define_workflow_class(
+    flow_type: str,
+    options: AgentSessionOptions,
+    build_user_message: Callable[[str], JsonObject],
+) -> type[AgentSessionWorkflow]:
+    """A workflow class registered under `flow_type` (the workflow type name).
+
+    Temporal requires `@workflow.run` on the registered class itself, so each
+    flow gets its own subclass. It runs unsandboxed: the sandbox re-imports a
+    workflow class by module path, which a class made at run time does not have;
+    determinism is kept by this module's rules and proved by replay tests.
+    """
+
+    def __init__(self: AgentSessionWorkflow, input: SessionInput) -> None:
+        self._setup(input)
+
+    async def run(self: AgentSessionWorkflow, input: SessionInput) -> None:
+        await self._run()
+
+    class_name = f"AgentSessionWorkflow_{flow_type.replace('.', '_').replace('-', '_')}"
+    # Temporal refuses functions defined in a local scope; these belong to the new class.
+    __init__.__qualname__ = f"{class_name}.__init__"
+    # Real types, not strings: Temporal reads them to decode the workflow input.
+    __init__.__annotations__ = {"input": SessionInput, "return": None}
+    run.__annotations__ = {"input": SessionInput, "return": None}
+    run.__qualname__ = f"{class_name}.run"
+    namespace: dict[str, Any] = {
+        "__init__": workflow.init(__init__),
+        "run": workflow.run(run),
+        "flow_type": flow_type,
+        "options": options,
+        "names": ActivityNames.for_flow(flow_type),
+        "build_user_message": staticmethod(build_user_message),
+        "__module__": __name__,
+        "__qualname__": class_name,
+    }
+    cls = type(class_name, (AgentSessionWorkflow,), namespace)
+    return workflow.defn(name=flow_type, sandboxed=False)(cls)
+
+
+__all__ = ["ActivityNames", "AgentSessionWorkflow", "define_workflow_class"]

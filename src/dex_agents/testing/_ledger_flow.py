@@ -1,0 +1,100 @@
+"""A ready-made scripted flow with ledger-backed tools, for tests and crash drills."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+
+from .._errors import ToolExecutionError
+from ..session import AgentSessionOptions, DeferredToolExecution, JsonObject, ToolPolicy
+from ..temporal import AgentSessionFlow, create_agent_session_flow
+from ._ledger import Ledger
+from ._scripted_runner import ScriptedRunner, ScriptedTool
+
+LEDGER_TOOL_POLICIES = {
+    "lookup_order": ToolPolicy(effect="read"),
+    "create_refund": ToolPolicy(effect="non_idempotent_write"),
+    "send_email": ToolPolicy(effect="idempotent_write"),
+    "check_stock": ToolPolicy(effect="read", requires_approval=True),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class LedgerFlowConfig:
+    """What a worker process needs to rebuild the same flow (JSON-serializable)."""
+
+    flow_type: str
+    ledger_path: str
+    gate_dir: str
+    heartbeat_seconds: float = 2.0
+    retry_seconds: float = 0.2
+    interrupt_deadline_seconds: float | None = None
+    continue_as_new_after_events: int | None = None
+    extra: dict[str, str] = field(default_factory=lambda: {})
+
+
+def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
+    """Tools whose every side effect is a ledger row.
+
+    `create_refund` with `"gate": name` stops at that gate after it started, so a
+    test can kill the worker in the middle of the write. `send_email` with
+    `"fail_attempts": n` fails its first n attempts.
+    """
+
+    async def lookup_order(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+        ledger.record("lookup_order", order_id=args.get("orderId"))
+        return f"order {args.get('orderId')}: arrived broken"
+
+    async def create_refund(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+        key = execution.idempotency_key if execution else None
+        ledger.record("create_refund_started", order_id=args.get("orderId"), key=key)
+        gate = args.get("gate")
+        if isinstance(gate, str):
+            (gate_dir / f"{gate}.reached").write_text("")
+            while not (gate_dir / gate).exists():
+                await asyncio.sleep(0.02)
+        if args.get("invalid"):
+            raise ToolExecutionError(f"order {args.get('orderId')} cannot be refunded")
+        ledger.record("create_refund", order_id=args.get("orderId"), key=key)
+        return f"refunded order {args.get('orderId')}"
+
+    async def send_email(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+        attempt = execution.attempt if execution else 0
+        key = execution.idempotency_key if execution else None
+        ledger.record("send_email_attempt", key=key, attempt=attempt)
+        fail_attempts = args.get("fail_attempts", 0)
+        if isinstance(fail_attempts, int) and attempt <= fail_attempts:
+            raise ConnectionError(f"mail server unavailable (attempt {attempt})")
+        ledger.record("send_email", key=key, to=args.get("to"))
+        return f"sent to {args.get('to')}"
+
+    async def check_stock(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+        ledger.record("check_stock", sku=args.get("sku"))
+        return f"{args.get('sku')}: 3 left"
+
+    return [
+        ScriptedTool(name="lookup_order", handler=lookup_order),
+        ScriptedTool(name="create_refund", handler=create_refund),
+        ScriptedTool(name="send_email", handler=send_email),
+        ScriptedTool(name="check_stock", handler=check_stock),
+    ]
+
+
+def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
+    """The scripted flow described by `config`."""
+    gate_dir = Path(config.gate_dir)
+    runner = ScriptedRunner(ledger_tools(Ledger(config.ledger_path), gate_dir), gate_dir=gate_dir)
+    deadline = config.interrupt_deadline_seconds
+    return create_agent_session_flow(
+        runner,
+        config.flow_type,
+        AgentSessionOptions(
+            tool_policies=LEDGER_TOOL_POLICIES,
+            heartbeat_timeout=timedelta(seconds=config.heartbeat_seconds),
+            retry_interval=timedelta(seconds=config.retry_seconds),
+            interrupt_deadline=timedelta(seconds=deadline) if deadline else None,
+            continue_as_new_after_events=config.continue_as_new_after_events,
+        ),
+    )

@@ -1,0 +1,349 @@
+"""The scripted model: a tiny command language that tests write into prompts.
+
+A test drives the model by ending a prompt with `dex-script: <command>`. The mock
+Messages API (and the fake CLI that will share this module) reads the command of
+the turn's last real prompt and answers deterministically:
+
+```
+say <text>                      -> text "said: <text>"
+recall                          -> text listing every earlier dex-script prompt
+call <tool> <json> [&& call ...] -> one reply with one tool_use block per call
+stall <gate>                    -> (fake CLI only)
+fail                            -> (fake CLI only)
+<command> ;; pause <gate>       -> wait at <gate> before the turn's final answer
+<command> ;; fail               -> (fake CLI only)
+<command> ;; reuse <tool> <json> -> (fake CLI only)
+```
+
+While tool results are pending (the last user message holds `tool_result`
+blocks) the model summarizes the turn's results as `done: <r1>; <r2>`, except
+that a result saying the call "did not run ... Call again by itself." makes it
+call that tool again, alone: that is how the adapter asks for one write per
+segment. Everything here is pure so both doubles answer alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import JsonValue
+
+MARKER = "dex-script: "
+"""What precedes a command in a prompt's text block."""
+
+_REFUSAL_START = "did not run"
+_REFUSAL_END = "Call again by itself."
+
+
+class ScriptError(ValueError):
+    """A prompt's script cannot be parsed or answered; fix the test's prompt."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallSpec:
+    """One tool call the model makes: the tool's name and its input."""
+
+    name: str
+    input: dict[str, JsonValue]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Say:
+    """Answer `said: <text>`."""
+
+    kind: Literal["say"] = "say"
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Recall:
+    """Answer with every earlier prompt of the session, proving history survived."""
+
+    kind: Literal["recall"] = "recall"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Call:
+    """Call every tool in `calls` in one assistant reply."""
+
+    kind: Literal["call"] = "call"
+    calls: tuple[ToolCallSpec, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Stall:
+    """Call lookup, stream text, then wait at `gate` (fake CLI only)."""
+
+    kind: Literal["stall"] = "stall"
+    gate: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Fail:
+    """End the turn with an error result (fake CLI only)."""
+
+    kind: Literal["fail"] = "fail"
+
+
+Command = Say | Recall | Call | Stall | Fail
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Script:
+    """A parsed prompt script: the command and its `;;` modifiers."""
+
+    command: Command
+    pause: str | None = None
+    """Gate to wait at before the turn's final answer."""
+    fail_after_results: bool = False
+    """Fail once every call has a result (fake CLI only)."""
+    reuse: ToolCallSpec | None = None
+    """Call this tool under the turn's first tool use ID (fake CLI only)."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextReply:
+    """The model answers with text and ends the turn."""
+
+    kind: Literal["text"] = "text"
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolUseReply:
+    """The model calls tools; the turn goes on once their results arrive."""
+
+    kind: Literal["tool_use"] = "tool_use"
+    calls: tuple[ToolCallSpec, ...]
+
+
+Reply = TextReply | ToolUseReply
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PlannedReply:
+    """What the model answers to one request, and where it waits first."""
+
+    reply: Reply
+    pause: str | None = None
+
+
+def parse_script(text: str) -> Script:
+    """Parse one command, e.g. `call lookup {"orderId": "7"} ;; pause g1`.
+
+    Raises:
+        ScriptError: The command is unknown or malformed.
+    """
+    head, *modifiers = (part.strip() for part in text.strip().split(";;"))
+    pause: str | None = None
+    fail_after_results = False
+    reuse: ToolCallSpec | None = None
+    for modifier in modifiers:
+        verb, _, rest = modifier.partition(" ")
+        match verb:
+            case "pause" if rest.strip():
+                pause = rest.strip()
+            case "fail" if not rest.strip():
+                fail_after_results = True
+            case "reuse":
+                reuse = _parse_call(rest)
+            case _:
+                raise ScriptError(f"unknown script modifier {modifier!r}")
+    return Script(
+        command=_parse_command(head),
+        pause=pause,
+        fail_after_results=fail_after_results,
+        reuse=reuse,
+    )
+
+
+def _parse_command(text: str) -> Command:
+    verb, _, rest = text.partition(" ")
+    match verb:
+        case "say":
+            return Say(text=rest.strip())
+        case "recall" if not rest.strip():
+            return Recall()
+        case "call":
+            parts = [p.strip() for p in text.split("&&")]
+            calls: list[ToolCallSpec] = []
+            for part in parts:
+                if not part.startswith("call "):
+                    raise ScriptError(f"expected `call <tool> <json>`, got {part!r}")
+                calls.append(_parse_call(part.removeprefix("call ")))
+            return Call(calls=tuple(calls))
+        case "stall" if rest.strip():
+            return Stall(gate=rest.strip())
+        case "fail" if not rest.strip():
+            return Fail()
+        case _:
+            raise ScriptError(f"unknown script command {text!r}")
+
+
+def _parse_call(text: str) -> ToolCallSpec:
+    name, _, raw = text.strip().partition(" ")
+    try:
+        value: JsonValue = json.loads(raw) if raw.strip() else {}
+    except json.JSONDecodeError as e:
+        raise ScriptError(f"tool input of {name!r} is not JSON: {raw!r}") from e
+    if not name or not isinstance(value, dict):
+        raise ScriptError(f"expected `call <tool> <json object>`, got {text!r}")
+    return ToolCallSpec(name=name, input=value)
+
+
+def plan_reply(
+    messages: Sequence[JsonValue], *, tool_names: Sequence[str] = ()
+) -> PlannedReply:
+    """Decide the model's next reply to a Messages API request.
+
+    Args:
+        messages: The request's `messages`, as sent on the wire.
+        tool_names: Names of the request's tools; a scripted `call lookup`
+            resolves to the one tool named `lookup` or ending in `__lookup`
+            (the CLI exposes SDK MCP tools as `mcp__<server>__<tool>`).
+
+    Raises:
+        ScriptError: No prompt holds a command, or the command is not one the
+            Messages API mock can answer.
+    """
+    found = _find_prompt(messages)
+    if found is None:
+        raise ScriptError(f"no user text holds a {MARKER.strip()!r} command")
+    index, prompt_text = found
+    script = parse_script(prompt_text.split(MARKER)[-1].splitlines()[0])
+    command = script.command
+    if not isinstance(command, Say | Recall | Call) or script.reuse is not None:
+        raise ScriptError(f"{prompt_text!r} needs the fake CLI, not the mock API")
+    if script.fail_after_results:
+        raise ScriptError(f"{prompt_text!r} needs the fake CLI, not the mock API")
+    match command:
+        case Say(text=text):
+            reply: Reply = TextReply(text=f"said: {text}")
+        case Recall():
+            earlier = [t for t in _prompt_texts(messages[:index])]
+            listed = "\n".join(earlier) if earlier else "nothing"
+            reply = TextReply(text=f"recalled:\n{listed}")
+        case Call(calls=calls):
+            if not _last_user_has_results(messages):
+                resolved = tuple(_resolve(call, tool_names) for call in calls)
+                return PlannedReply(reply=ToolUseReply(calls=resolved))
+            retry = _pending_retry(messages[index + 1 :])
+            if retry is not None:
+                return PlannedReply(reply=ToolUseReply(calls=(retry,)))
+            reply = TextReply(text=_summary(messages[index + 1 :]))
+    return PlannedReply(reply=reply, pause=script.pause)
+
+
+def _resolve(call: ToolCallSpec, tool_names: Sequence[str]) -> ToolCallSpec:
+    if call.name in tool_names:
+        return call
+    suffixed = [n for n in tool_names if n.endswith(f"__{call.name}")]
+    if len(suffixed) == 1:
+        return ToolCallSpec(name=suffixed[0], input=call.input)
+    return call
+
+
+def _blocks(message: JsonValue) -> list[dict[str, JsonValue]]:
+    """The content blocks of a message; a string content is one text block."""
+    if not isinstance(message, dict):
+        return []
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    return []
+
+
+def _role(message: JsonValue) -> JsonValue:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _prompt_texts(messages: Sequence[JsonValue]) -> list[str]:
+    """Every user text block holding a command, in order."""
+    texts: list[str] = []
+    for message in messages:
+        if _role(message) != "user":
+            continue
+        for block in _blocks(message):
+            text = block.get("text")
+            if block.get("type") == "text" and isinstance(text, str) and MARKER in text:
+                texts.append(text.strip())
+    return texts
+
+
+def _find_prompt(messages: Sequence[JsonValue]) -> tuple[int, str] | None:
+    """The index and text of the last user text block that holds a command."""
+    for index in range(len(messages) - 1, -1, -1):
+        texts = _prompt_texts(messages[index : index + 1])
+        if texts:
+            return index, texts[-1]
+    return None
+
+
+def _last_user_has_results(messages: Sequence[JsonValue]) -> bool:
+    # CLI 2.1.327 appends a `role: "system"` environment message after the
+    # prompt, so the last message is not necessarily the user's.
+    for message in reversed(messages):
+        if _role(message) == "user":
+            return any(b.get("type") == "tool_result" for b in _blocks(message))
+    return False
+
+
+def _result_text(block: Mapping[str, JsonValue]) -> str:
+    content = block.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    return ""
+
+
+def _is_refusal(text: str) -> bool:
+    return _REFUSAL_START in text and _REFUSAL_END in text
+
+
+def _pending_retry(turn: Sequence[JsonValue]) -> ToolCallSpec | None:
+    """The first refused call of the turn that was not called again since."""
+    uses: dict[str, ToolCallSpec] = {}
+    refused: list[tuple[int, ToolCallSpec]] = []
+    for position, message in enumerate(turn):
+        for block in _blocks(message):
+            match block.get("type"):
+                case "tool_use":
+                    name, input_ = block.get("name"), block.get("input")
+                    if isinstance(name, str) and isinstance(input_, dict):
+                        use_id = str(block.get("id"))
+                        uses[use_id] = ToolCallSpec(name=name, input=input_)
+                case "tool_result" if _is_refusal(_result_text(block)):
+                    call = uses.get(str(block.get("tool_use_id")))
+                    if call is not None:
+                        refused.append((position, call))
+                case _:
+                    pass
+    for position, call in refused:
+        later = [
+            b
+            for m in turn[position + 1 :]
+            for b in _blocks(m)
+            if b.get("type") == "tool_use"
+            and b.get("name") == call.name
+            and b.get("input") == call.input
+        ]
+        if not later:
+            return call
+    return None
+
+
+def _summary(turn: Sequence[JsonValue]) -> str:
+    results = [
+        _result_text(block)
+        for message in turn
+        if _role(message) == "user"
+        for block in _blocks(message)
+        if block.get("type") == "tool_result" and not _is_refusal(_result_text(block))
+    ]
+    return "done: " + "; ".join(results)

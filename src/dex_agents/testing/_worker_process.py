@@ -1,0 +1,121 @@
+"""A session worker in its own process, so tests can SIGKILL it mid-Step.
+
+Run as `python -m dex_agents.testing._worker_process CONFIG.json`; the config
+names the engine address, namespace, runtime store file and the ledger flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Self
+
+from ._ledger_flow import LedgerFlowConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerProcessConfig:
+    """Where the worker connects and what it serves."""
+
+    address: str
+    namespace: str
+    store_path: str
+    flow: LedgerFlowConfig
+
+
+class WorkerProcess:
+    """Starts, kills and restarts a worker subprocess; a context manager that never leaks it."""
+
+    __test__ = False
+
+    def __init__(self, config: WorkerProcessConfig, workdir: Path) -> None:
+        self.config = config
+        self.workdir = workdir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def start(self) -> None:
+        """Start a new worker process; returns once it polls its task queue."""
+        self.starts += 1
+        path = self.workdir / "worker-config.json"
+        path.write_text(json.dumps(asdict(self.config)))
+        ready = self.workdir / f"worker-ready-{self.starts}"
+        log = (self.workdir / f"worker-{self.starts}.log").open("wb")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "dex_agents.testing._worker_process", str(path), str(ready)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for _ in range(600):
+            if ready.exists():
+                return
+            if self.process.poll() is not None:
+                raise RuntimeError(
+                    f"worker exited with {self.process.returncode}; see {log.name}"
+                )
+            import time
+
+            time.sleep(0.05)
+        raise TimeoutError("the worker did not start within 30 s")
+
+    def kill(self) -> None:
+        """SIGKILL the worker: no cleanup, no graceful shutdown."""
+        if self.process is not None and self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def restart(self) -> None:
+        """Kill the worker and start a new one."""
+        self.kill()
+        self.start()
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
+    from temporalio.client import Client
+    from temporalio.contrib.pydantic import pydantic_data_converter
+
+    from ..stores import SQLiteRuntimeStore
+    from ..temporal import create_worker
+    from ._ledger_flow import ledger_flow
+
+    flow = ledger_flow(config.flow)
+    client = await Client.connect(
+        config.address, namespace=config.namespace, data_converter=pydantic_data_converter
+    )
+    store = SQLiteRuntimeStore(config.store_path)
+    worker = create_worker(client, [flow], store=store)
+    stop = asyncio.Event()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    async with worker:
+        ready.write_text(str(os.getpid()))
+        await stop.wait()
+    await store.close()
+
+
+def main() -> None:
+    """Entry point of the worker subprocess."""
+    raw = json.loads(Path(sys.argv[1]).read_text())
+    raw["flow"] = LedgerFlowConfig(**raw["flow"])
+    asyncio.run(_serve(WorkerProcessConfig(**raw), Path(sys.argv[2])))
+
+
+if __name__ == "__main__":
+    main()

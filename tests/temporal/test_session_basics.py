@@ -1,0 +1,88 @@
+"""A session on the real dev server: turns, inline reads, approvals, rejections."""
+
+from __future__ import annotations
+
+import pytest
+
+from dex_agents import UnknownInterruptError
+
+from session_harness import Harness
+
+
+async def test_say_turn_completes_and_snapshot_holds_messages(harness: Harness) -> None:
+    sid = harness.session_id()
+    assert await harness.sessions.start(sid, initial_message="say hello")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.status == "idle"
+    assert [t.status for t in snap.turns] == ["completed"]
+    assert snap.turns[0].final_text == "said: hello"
+    assert [(m.role, m.text) for m in snap.messages] == [
+        ("user", "say hello"),
+        ("assistant", "said: hello"),
+    ]
+    assert snap.usage.model_calls == 1
+
+
+async def test_start_is_idempotent(harness: Harness) -> None:
+    sid = harness.session_id()
+    assert await harness.sessions.start(sid, initial_message="say one")
+    await harness.sessions.wait_for_idle(sid)
+    assert await harness.sessions.start(sid, initial_message="say two")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert [t.final_text for t in snap.turns] == ["said: one", "said: two"]
+
+
+async def test_read_tool_runs_inline_without_approval(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message='call lookup_order {"orderId": "7"}')
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.pending_interrupts == []
+    assert snap.turns[0].final_text == "done: order 7: arrived broken"
+    assert harness.ledger.count("lookup_order") == 1
+
+
+async def test_rejected_write_never_runs_and_runner_sees_message(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message='call create_refund {"orderId": "7"}')
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.status == "waiting_for_approval"
+    (interrupt,) = snap.pending_interrupts
+    assert (interrupt.tool_name, interrupt.effect) == ("create_refund", "non_idempotent_write")
+    assert interrupt.arguments == {"orderId": "7"}
+    assert await harness.sessions.resolve_interrupt(
+        sid, interrupt.interrupt_id, approved=False, rejection_message="not today"
+    )
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == (
+        "done: create_refund=The user rejected this call: not today"
+    )
+    assert harness.ledger.count("create_refund_started") == 0
+    # A repeat returns False and changes nothing.
+    assert not await harness.sessions.resolve_interrupt(
+        sid, interrupt.interrupt_id, approved=True
+    )
+    again = await harness.sessions.wait_for_idle(sid)
+    assert [t.tool_calls for t in again.turns] == [t.tool_calls for t in snap.turns]
+    assert harness.ledger.count("create_refund_started") == 0
+
+
+async def test_unknown_interrupt_is_a_clear_error(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="say hi")
+    before = await harness.sessions.wait_for_idle(sid)
+    with pytest.raises(UnknownInterruptError, match="intr_nope"):
+        await harness.sessions.resolve_interrupt(sid, "intr_nope", approved=True)
+    after = await harness.sessions.snapshot(sid)
+    assert after.version == before.version
+
+
+async def test_approved_write_runs_once_with_idempotency_key(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message='call create_refund {"orderId": "9"}')
+    snap = await harness.sessions.wait_for_idle(sid)
+    (interrupt,) = snap.pending_interrupts
+    assert await harness.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == "done: create_refund=refunded order 9"
+    (row,) = harness.ledger.entries("create_refund")
+    assert row["key"] == f"{sid}/turn-1/{interrupt.tool_call_id}"
