@@ -224,3 +224,17 @@ def test_hermetic_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bundled_cli_path() -> None:
     path = bundled_cli_path()
     assert path is None or (path.name == "claude" and path.parent.name == "_bundled")
+
+
+async def test_close_cuts_a_request_waiting_at_a_gate() -> None:
+    async with httpx.AsyncClient() as client:
+        async with MockMessagesApi() as api:
+            pending = asyncio.create_task(
+                client.post(
+                    f"{api.base_url}/v1/messages",
+                    json=body("dex-script: say never ;; pause shut", stream=False),
+                )
+            )
+            await api.wait_paused("shut")
+        with pytest.raises(httpx.TransportError):
+            await asyncio.wait_for(pending, 10)

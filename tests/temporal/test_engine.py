@@ -145,7 +145,7 @@ async def _run_greet(client: Client, name: str) -> str:
 
 
 @pytest.fixture
-async def engine(state_dir: Path) -> AsyncIterator[EmbeddedEngine]:
+async def own_engine(state_dir: Path) -> AsyncIterator[EmbeddedEngine]:
     async with EmbeddedEngine(state_dir=state_dir) as engine:
         yield engine
 
@@ -242,35 +242,41 @@ async def test_not_started_is_a_user_error(state_dir: Path) -> None:
         EmbeddedEngine(state_dir=state_dir, port=70000)
 
 
-async def test_second_engine_reuses_and_does_not_stop(engine: EmbeddedEngine) -> None:
-    async with EmbeddedEngine(state_dir=engine.state_dir) as second:
+async def test_second_engine_reuses_and_does_not_stop(
+    own_engine: EmbeddedEngine,
+) -> None:
+    async with EmbeddedEngine(state_dir=own_engine.state_dir) as second:
         assert not second.owned
-        assert second.address == engine.address
-        assert second.pid == engine.pid
+        assert second.address == own_engine.address
+        assert second.pid == own_engine.pid
         assert await _run_greet(await second.client(), "again") == "hello again"
-        with pytest.raises(UserError, match="restart it from the engine"):
+        with pytest.raises(UserError, match="restart it from the own_engine"):
             await second.restart()
 
-    assert engine.pid is not None and _alive(engine.pid)
-    assert (engine.state_dir / "engine.json").exists()
-    assert await _run_greet(await engine.client(), "still") == "hello still"
+    assert own_engine.pid is not None and _alive(own_engine.pid)
+    assert (own_engine.state_dir / "own_engine.json").exists()
+    assert await _run_greet(await own_engine.client(), "still") == "hello still"
 
 
-async def test_reuse_with_explicit_matching_port(engine: EmbeddedEngine) -> None:
-    async with EmbeddedEngine(state_dir=engine.state_dir, port=engine.port) as second:
+async def test_reuse_with_explicit_matching_port(own_engine: EmbeddedEngine) -> None:
+    async with EmbeddedEngine(
+        state_dir=own_engine.state_dir, port=own_engine.port
+    ) as second:
         assert not second.owned
-        assert second.pid == engine.pid
+        assert second.pid == own_engine.pid
 
 
-async def test_reuse_with_other_port_is_refused(engine: EmbeddedEngine) -> None:
+async def test_reuse_with_other_port_is_refused(own_engine: EmbeddedEngine) -> None:
     other = _free_port()
-    with pytest.raises(EngineError, match=f"port={engine.port}"):
-        await EmbeddedEngine(state_dir=engine.state_dir, port=other).start()
+    with pytest.raises(EngineError, match=f"port={own_engine.port}"):
+        await EmbeddedEngine(state_dir=own_engine.state_dir, port=other).start()
 
 
-async def test_reuse_with_missing_namespace_is_refused(engine: EmbeddedEngine) -> None:
+async def test_reuse_with_missing_namespace_is_refused(
+    own_engine: EmbeddedEngine,
+) -> None:
     with pytest.raises(EngineError, match="namespace='other'"):
-        await EmbeddedEngine(state_dir=engine.state_dir, namespace="other").start()
+        await EmbeddedEngine(state_dir=own_engine.state_dir, namespace="other").start()
 
 
 async def test_extra_namespace(state_dir: Path) -> None:
@@ -313,16 +319,16 @@ async def test_garbage_record_is_replaced(state_dir: Path) -> None:
         assert engine.owned
 
 
-async def test_orphaned_server_is_adopted(engine: EmbeddedEngine) -> None:
+async def test_orphaned_server_is_adopted(own_engine: EmbeddedEngine) -> None:
     # As if the owner had been SIGKILLed: its pid is gone, its server runs on.
-    path = engine.state_dir / "engine.json"
+    path = own_engine.state_dir / "own_engine.json"
     record = json.loads(path.read_text())
     record["owner_pid"] = _dead_pid()
     path.write_text(json.dumps(record))
 
-    pid = engine.pid
+    pid = own_engine.pid
     assert pid is not None
-    async with EmbeddedEngine(state_dir=engine.state_dir) as adopter:
+    async with EmbeddedEngine(state_dir=own_engine.state_dir) as adopter:
         assert adopter.owned
         assert adopter.pid == pid
         assert json.loads(path.read_text())["owner_pid"] == os.getpid()
@@ -372,8 +378,8 @@ async def test_server_that_never_answers_times_out(
     assert not (state_dir / "engine.json").exists()
 
 
-async def test_restart_keeps_a_waiting_workflow(engine: EmbeddedEngine) -> None:
-    client = await engine.client()
+async def test_restart_keeps_a_waiting_workflow(own_engine: EmbeddedEngine) -> None:
+    client = await own_engine.client()
     queue = f"tq-{uuid.uuid4()}"
     worker = Worker(
         client,
@@ -397,21 +403,21 @@ async def test_restart_keeps_a_waiting_workflow(engine: EmbeddedEngine) -> None:
             ]:
                 await asyncio.sleep(0.05)
 
-        old_pid, address = engine.pid, engine.address
-        await engine.restart(kill=True)
-        assert engine.pid != old_pid
+        old_pid, address = own_engine.pid, own_engine.address
+        await own_engine.restart(kill=True)
+        assert own_engine.pid != old_pid
         assert old_pid is not None and not _alive(old_pid)
-        assert engine.address == address
-        assert engine.owned
+        assert own_engine.address == address
+        assert own_engine.owned
 
         await handle.signal(WaitForSignalWorkflow.release, "after restart")
         async with asyncio.timeout(30):
             assert await handle.result() == "hello after restart"
 
 
-async def test_clean_restart(engine: EmbeddedEngine) -> None:
-    await engine.restart()
-    assert await _run_greet(await engine.client(), "clean") == "hello clean"
+async def test_clean_restart(own_engine: EmbeddedEngine) -> None:
+    await own_engine.restart()
+    assert await _run_greet(await own_engine.client(), "clean") == "hello clean"
 
 
 # -- open_engine / connect / external -----------------------------------------
@@ -431,13 +437,13 @@ async def test_open_engine_embedded_and_connect(state_dir: Path) -> None:
 
 
 async def test_external_engine_against_running_server(
-    engine: EmbeddedEngine,
+    own_engine: EmbeddedEngine,
 ) -> None:
-    config = EngineConfig(address=engine.address)
+    config = EngineConfig(address=own_engine.address)
     async with open_engine(config) as external:
         assert isinstance(external, ExternalEngine)
         assert not external.owned
-        assert external.address == engine.address
+        assert external.address == own_engine.address
         assert external.namespace == "default"
         client = await external.client()
         assert client is await external.client()

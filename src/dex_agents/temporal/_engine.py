@@ -836,7 +836,15 @@ def _pid_alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True  # exists, owned by another user
-    return True
+    # A dead child not yet reaped (a zombie) still passes kill(0); on Linux its
+    # state says so.
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # reaped meanwhile, or no /proc
+    except OSError:
+        return True
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def _is_our_server(pid: int, db_path: str) -> bool:

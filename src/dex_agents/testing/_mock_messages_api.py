@@ -122,6 +122,11 @@ class MockMessagesApi:
                 loop.run_forever()
             finally:
                 server.close()
+                # Requests still waiting at a gate would otherwise die pending.
+                tasks = asyncio.all_tasks(loop)
+                for task in tasks:
+                    task.cancel()
+                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
                 loop.run_until_complete(server.wait_closed())
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()

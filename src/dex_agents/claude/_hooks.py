@@ -1,0 +1,330 @@
+"""The adapter's PreToolUse decision and its `can_use_tool` fallback.
+
+Every tool call of a segment reaches `ToolPermissions.pre_tool_use` once (CLI
+2.1.327 runs PreToolUse for every call, subagents included), and the answer is:
+
+- allow: a custom read without approval, or an approval-free CLI tool call; it
+  runs inside the segment;
+- defer: the first other call; the CLI ends the segment and the session runs or
+  approves it in its own Step;
+- deny: every later deferrable call of the segment ("Call again by itself."),
+  a deferrable call inside a subagent, and what the application denies;
+- replay: the resumed segment's pending call, answered from its final record
+  (allow with the recorded input, or `ask` for a CLI tool that must not run, so
+  that `can_use_tool` denies it with text the model reads without a prefix).
+
+The application's own PreToolUse hooks run first, inside this hook (see
+`_app_hooks`), except for a resumed call with a final record: it passed them
+when it was deferred, and a later deny would hide its recorded result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+from claude_agent_sdk import (
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    HookMatcher,
+    PermissionResult,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ToolPermissionContext,
+)
+
+from ..session import (
+    AgentEvent,
+    RunModelContext,
+    ToolCall,
+    ToolEffect,
+    ToolPolicy,
+    ToolRecord,
+    resolve_policy,
+)
+from ._app_hooks import AppHookOutcome, matchers_timeout, run_app_hooks
+from ._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
+from ._gate import Decision, ToolCallGate
+from ._tools import CustomTool
+
+CallKind = Literal["custom", "cli"]
+"""`custom`: served by the adapter's tool server; `cli`: runs inside the CLI."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class PendingCall:
+    """The deferred call a resumed segment answers from its final record."""
+
+    tool_use_id: str
+    kind: CallKind
+    tool_name: str
+    """The name the CLI calls it by."""
+    record: ToolRecord
+
+
+def one_reply_text(name: str) -> str:
+    """What the model reads for a deferrable call that must wait for a later reply."""
+    return (
+        f"{name} did not run: only one call that needs its own step can run per "
+        "reply. Call again by itself."
+    )
+
+
+def subagent_text(name: str) -> str:
+    """What the model reads for a deferrable call made inside a subagent."""
+    return (
+        f"{name} did not run: a subagent cannot make a call that needs its own "
+        f"step. Call {name} from the main conversation instead."
+    )
+
+
+class ToolPermissions:
+    """Decides every tool call of one segment and writes it into the gate."""
+
+    def __init__(
+        self,
+        *,
+        context: RunModelContext,
+        gate: ToolCallGate,
+        tools: Mapping[str, CustomTool],
+        server_name: str,
+        policies: Mapping[str, ToolPolicy],
+        default_effect: ToolEffect,
+        app_matchers: Sequence[HookMatcher],
+        permission: ClaudeCodeToolPermission | None,
+        pending: PendingCall | None,
+    ) -> None:
+        self._context = context
+        self._gate = gate
+        self._tools = tools
+        self._prefix = f"mcp__{server_name}__"
+        self._policies = policies
+        self._default_effect = default_effect
+        self._app_matchers = list(app_matchers)
+        self._permission = permission
+        self._pending = pending
+        # Decisions are made one at a time, in the order the CLI asks, so "the
+        # first deferrable call" is well defined even while hooks await.
+        self._lock = asyncio.Lock()
+
+    def hook_matcher(self) -> HookMatcher:
+        """The one PreToolUse matcher the CLI gets, for every tool."""
+        return HookMatcher(
+            matcher=None,
+            hooks=[self.pre_tool_use],  # pyright: ignore[reportArgumentType]
+            timeout=matchers_timeout(self._app_matchers),
+        )
+
+    async def pre_tool_use(
+        self, hook_input: HookInput, tool_use_id: str | None, _context: HookContext
+    ) -> HookJSONOutput:
+        """Answer one PreToolUse callback; see the module docstring."""
+        data = cast(Mapping[str, Any], hook_input)
+        tool_name = str(data.get("tool_name", ""))
+        call_id = str(data.get("tool_use_id") or tool_use_id or "")
+        async with self._lock:
+            if self._gate.decision(call_id) is not None:
+                return _deny(f"{tool_name} did not run: this call was already decided.")
+            pending = self._pending
+            if pending is not None and call_id == pending.tool_use_id:
+                return self._replay(call_id, tool_name, pending)
+            outcome = await run_app_hooks(self._app_matchers, data, call_id)
+            if outcome.decision == "deny":
+                self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                return _output("deny", outcome.reason, outcome=outcome)
+            return await self._decide(call_id, tool_name, data, outcome)
+
+    async def can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResult:
+        """Answer the CLI's permission request for a call no hook allowed.
+
+        It denies with the record's text a resumed CLI call that the hook
+        answered with `ask`, and answers a resumed call whose hook did not run
+        (CLI 2.1.327 skips PreToolUse for it when the SDK's initialize lands
+        late) once, from its record. The input the CLI passes is never used.
+        """
+        del tool_input  # What runs is the recorded input, never this one.
+        call_id = context.tool_use_id or ""
+        async with self._lock:
+            asked = self._gate.take_ask(call_id)
+            if asked is not None and asked.record is not None:
+                return PermissionResultDeny(message=asked.record.model_text)
+            if self._gate.decision(call_id) is not None:
+                return PermissionResultDeny(
+                    message=f"{tool_name} did not run: this call was already decided."
+                )
+            pending = self._pending
+            if pending is not None and call_id == pending.tool_use_id:
+                self._replay(call_id, tool_name, pending)
+                decision = self._gate.decision(call_id)
+                if decision is not None and decision.kind == "replay":
+                    return PermissionResultAllow(updated_input=dict(decision.arguments))
+                if self._gate.take_ask(call_id) is not None:
+                    return PermissionResultDeny(message=pending.record.model_text)
+                return PermissionResultDeny(
+                    message=f"{tool_name} did not run: this call was recorded as "
+                    f"{pending.tool_name}."
+                )
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return PermissionResultDeny(
+                message=f"{tool_name} did not run: the session did not authorize it."
+            )
+
+    def _replay(self, call_id: str, tool_name: str, pending: PendingCall) -> HookJSONOutput:
+        record = pending.record
+        if tool_name != pending.tool_name:
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _deny(
+                f"{tool_name} did not run: this call was recorded as "
+                f"{pending.tool_name}."
+            )
+        arguments = dict(record.arguments)
+        if pending.kind == "custom":
+            # The custom tool server returns the record; the handler never runs.
+            decision = Decision(
+                kind="replay",
+                tool_name=tool_name,
+                custom_name=record.tool_name,
+                arguments=arguments,
+                record=record,
+            )
+            self._gate.decide(call_id, decision)
+            return _output("allow", "", updated_input=arguments)
+        if record.status == "finished":
+            # An approved CLI tool runs now, with the input that was approved.
+            decision = Decision(
+                kind="replay", tool_name=tool_name, arguments=arguments, record=record
+            )
+            self._gate.decide(call_id, decision)
+            return _output("allow", "", updated_input=arguments)
+        # A hook denial would reach the model as "PreToolUse:<tool> hook error:";
+        # `ask` sends the call to can_use_tool, whose denial text arrives as is.
+        decision = Decision(kind="ask", tool_name=tool_name, record=record)
+        self._gate.decide(call_id, decision)
+        return _output("ask", record.model_text)
+
+    async def _decide(
+        self,
+        call_id: str,
+        tool_name: str,
+        data: Mapping[str, Any],
+        outcome: AppHookOutcome,
+    ) -> HookJSONOutput:
+        final_input = outcome.tool_input
+        changed = final_input != dict(data.get("tool_input") or {})
+        custom: CustomTool | None = None
+        if tool_name.startswith(self._prefix):
+            custom = self._tools.get(tool_name.removeprefix(self._prefix))
+            if custom is None:
+                self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                return _deny(f"{tool_name} did not run: this agent has no such tool.")
+            policy = custom.policy(self._policies, self._default_effect)
+            display = custom.name
+            deferrable = policy.effect != "read" or policy.needs_approval
+        else:
+            policy = resolve_policy(tool_name, dict(self._policies), self._default_effect)
+            if self._permission is not None:
+                try:
+                    answer = self._permission(self._context, tool_name, final_input)
+                    if inspect.isawaitable(answer):
+                        answer = await answer
+                except Exception as e:
+                    self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                    return _output("deny", str(e) or type(e).__name__, outcome=outcome)
+                if isinstance(answer, ClaudeCodeToolDenial):
+                    self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                    return _output("deny", answer.reason, outcome=outcome)
+                if isinstance(answer, ToolPolicy):
+                    policy = answer
+            display = tool_name
+            # An approval-free write inside the CLI runs in the segment:
+            # deferring it would not make it durable.
+            deferrable = policy.needs_approval
+        asks = outcome.decision == "ask"
+        if not (deferrable or asks or outcome.decision == "defer"):
+            decision = Decision(
+                kind="allow",
+                tool_name=tool_name,
+                custom_name=custom.name if custom is not None else None,
+                arguments=final_input,
+            )
+            self._gate.decide(call_id, decision)
+            self._context.events.emit(
+                AgentEvent(
+                    type="tool_call_started",
+                    data={
+                        "tool_call_id": call_id,
+                        "tool_name": display,
+                        "arguments": final_input,
+                    },
+                )
+            )
+            return _output(
+                "allow", "", updated_input=final_input if changed else None, outcome=outcome
+            )
+        if data.get("agent_id"):
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _output("deny", subagent_text(display), outcome=outcome)
+        requires_approval = policy.needs_approval or asks
+        call = ToolCall(
+            tool_call_id=call_id,
+            tool_name=display,
+            arguments=final_input,
+            policy=ToolPolicy(effect=policy.effect, requires_approval=requires_approval),
+            reason=_reason(display, policy, outcome),
+            metadata={
+                "kind": "cli" if custom is None else "custom",
+                "claude_tool_name": tool_name,
+            },
+        )
+        decision = Decision(
+            kind="defer",
+            tool_name=tool_name,
+            custom_name=custom.name if custom is not None else None,
+            arguments=final_input,
+        )
+        if not self._gate.defer(call_id, decision, call):
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _output("deny", one_reply_text(display), outcome=outcome)
+        return _output("defer", "", outcome=outcome)
+
+
+def _reason(name: str, policy: ToolPolicy, outcome: AppHookOutcome) -> str:
+    if outcome.decision == "ask" and outcome.reason:
+        return outcome.reason
+    if policy.needs_approval:
+        return f"{name} is {policy.effect.replace('_', ' ')} and needs approval"
+    return f"{name} is {policy.effect.replace('_', ' ')} and runs in its own step"
+
+
+def _deny(reason: str) -> HookJSONOutput:
+    return _output("deny", reason)
+
+
+def _output(
+    decision: Literal["allow", "ask", "defer", "deny"],
+    reason: str,
+    *,
+    updated_input: dict[str, Any] | None = None,
+    outcome: AppHookOutcome | None = None,
+) -> HookJSONOutput:
+    specific: dict[str, Any] = {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": decision,
+    }
+    if reason:
+        specific["permissionDecisionReason"] = reason
+    if updated_input is not None:
+        specific["updatedInput"] = updated_input
+    output: dict[str, Any] = {}
+    if outcome is not None:
+        output.update(outcome.common)
+        if outcome.additional_context:
+            specific["additionalContext"] = "\n".join(outcome.additional_context)
+    output["hookSpecificOutput"] = specific
+    return cast(HookJSONOutput, output)
