@@ -15,23 +15,25 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from temporalio import activity, workflow
 from temporalio.client import Client
-from temporalio.worker import Worker
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-with workflow.unsafe.imports_passed_through():
-    import pytest
+from dex_agents._errors import EngineError, UserError
+from dex_agents.temporal._engine import (
+    EmbeddedEngine,
+    EngineConfig,
+    ExternalEngine,
+    connect,
+    find_temporal_binary,
+    open_engine,
+    resolve_state_dir,
+)
 
-    from dex_agents._errors import EngineError, UserError
-    from dex_agents.temporal._engine import (
-        EmbeddedEngine,
-        EngineConfig,
-        ExternalEngine,
-        connect,
-        find_temporal_binary,
-        open_engine,
-        resolve_state_dir,
-    )
+# These tests exercise the engine, not the sandbox: sandboxing this module would
+# re-import it (and pytest) for every worker and every run, 1-3 s each.
+_RUNNER = UnsandboxedWorkflowRunner()
 
 
 @activity.defn
@@ -133,7 +135,11 @@ def state_dir(tmp_path: Path) -> Iterator[Path]:
 async def _run_greet(client: Client, name: str) -> str:
     queue = f"tq-{uuid.uuid4()}"
     async with Worker(
-        client, task_queue=queue, workflows=[GreetWorkflow], activities=[greet]
+        client,
+        task_queue=queue,
+        workflows=[GreetWorkflow],
+        activities=[greet],
+        workflow_runner=_RUNNER,
     ):
         return await client.execute_workflow(
             GreetWorkflow.run,
@@ -250,11 +256,11 @@ async def test_second_engine_reuses_and_does_not_stop(
         assert second.address == own_engine.address
         assert second.pid == own_engine.pid
         assert await _run_greet(await second.client(), "again") == "hello again"
-        with pytest.raises(UserError, match="restart it from the own_engine"):
+        with pytest.raises(UserError, match="restart it from the engine"):
             await second.restart()
 
     assert own_engine.pid is not None and _alive(own_engine.pid)
-    assert (own_engine.state_dir / "own_engine.json").exists()
+    assert (own_engine.state_dir / "engine.json").exists()
     assert await _run_greet(await own_engine.client(), "still") == "hello still"
 
 
@@ -321,7 +327,7 @@ async def test_garbage_record_is_replaced(state_dir: Path) -> None:
 
 async def test_orphaned_server_is_adopted(own_engine: EmbeddedEngine) -> None:
     # As if the owner had been SIGKILLed: its pid is gone, its server runs on.
-    path = own_engine.state_dir / "own_engine.json"
+    path = own_engine.state_dir / "engine.json"
     record = json.loads(path.read_text())
     record["owner_pid"] = _dead_pid()
     path.write_text(json.dumps(record))
@@ -386,6 +392,7 @@ async def test_restart_keeps_a_waiting_workflow(own_engine: EmbeddedEngine) -> N
         task_queue=queue,
         workflows=[WaitForSignalWorkflow],
         activities=[greet],
+        workflow_runner=_RUNNER,
     )
     async with worker:
         handle = await client.start_workflow(

@@ -20,7 +20,7 @@ import asyncio
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from claude_agent_sdk import HookMatcher
 
@@ -112,7 +112,7 @@ async def run_app_hooks(
                     _decide(outcome, "deny", "a PreToolUse hook returned no output")
                     return outcome
                 continue
-            _apply(outcome, output)  # pyright: ignore[reportUnknownArgumentType]
+            _apply(outcome, cast(dict[str, Any], output))
             if outcome.decision == "deny":
                 return outcome
     return outcome

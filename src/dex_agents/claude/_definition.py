@@ -1,4 +1,4 @@
-"""What an application declares: its options, custom tools, policies and per-call rule."""
+"""What an application declares: options, custom tools, policies, a per-call rule."""
 
 from __future__ import annotations
 

@@ -103,7 +103,7 @@ class ToolPermissions:
         self._tools = tools
         self._prefix = f"mcp__{server_name}__"
         self._policies = policies
-        self._default_effect = default_effect
+        self._default_effect: ToolEffect = default_effect
         self._app_matchers = list(app_matchers)
         self._permission = permission
         self._pending = pending
@@ -175,7 +175,9 @@ class ToolPermissions:
                 message=f"{tool_name} did not run: the session did not authorize it."
             )
 
-    def _replay(self, call_id: str, tool_name: str, pending: PendingCall) -> HookJSONOutput:
+    def _replay(
+        self, call_id: str, tool_name: str, pending: PendingCall
+    ) -> HookJSONOutput:
         record = pending.record
         if tool_name != pending.tool_name:
             self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
@@ -227,17 +229,23 @@ class ToolPermissions:
             display = custom.name
             deferrable = policy.effect != "read" or policy.needs_approval
         else:
-            policy = resolve_policy(tool_name, dict(self._policies), self._default_effect)
+            policy = resolve_policy(
+                tool_name, dict(self._policies), self._default_effect
+            )
             if self._permission is not None:
                 try:
                     answer = self._permission(self._context, tool_name, final_input)
                     if inspect.isawaitable(answer):
                         answer = await answer
                 except Exception as e:
-                    self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                    self._gate.decide(
+                        call_id, Decision(kind="deny", tool_name=tool_name)
+                    )
                     return _output("deny", str(e) or type(e).__name__, outcome=outcome)
                 if isinstance(answer, ClaudeCodeToolDenial):
-                    self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                    self._gate.decide(
+                        call_id, Decision(kind="deny", tool_name=tool_name)
+                    )
                     return _output("deny", answer.reason, outcome=outcome)
                 if isinstance(answer, ToolPolicy):
                     policy = answer
@@ -265,7 +273,10 @@ class ToolPermissions:
                 )
             )
             return _output(
-                "allow", "", updated_input=final_input if changed else None, outcome=outcome
+                "allow",
+                "",
+                updated_input=final_input if changed else None,
+                outcome=outcome,
             )
         if data.get("agent_id"):
             self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
@@ -275,7 +286,9 @@ class ToolPermissions:
             tool_call_id=call_id,
             tool_name=display,
             arguments=final_input,
-            policy=ToolPolicy(effect=policy.effect, requires_approval=requires_approval),
+            policy=ToolPolicy(
+                effect=policy.effect, requires_approval=requires_approval
+            ),
             reason=_reason(display, policy, outcome),
             metadata={
                 "kind": "cli" if custom is None else "custom",

@@ -78,7 +78,7 @@ class ClaudeTranscriptStore:
         return [*committed, *(appended or [])]
 
     def segment_entries(self, session_id: str) -> list[JsonObject]:
-        """What the CLI mirrored this segment for the main transcript of `session_id`."""
+        """What the CLI mirrored this segment for `session_id`'s main transcript."""
         entries: list[JsonObject] = []
         for (_, sid, subpath), appended in self._appended.items():
             if sid == session_id and subpath is None:
@@ -127,7 +127,9 @@ def transcript_entries(
     return kept_entries(entries)
 
 
-def group_messages(session_id: str, entries: Sequence[JsonObject]) -> list[StoredMessage]:
+def group_messages(
+    session_id: str, entries: Sequence[JsonObject]
+) -> list[StoredMessage]:
     """Split a turn's entries into stored messages; see the module docstring."""
     groups: list[tuple[str, list[JsonObject]]] = []
     riders: list[JsonObject] = []
@@ -202,7 +204,9 @@ def _projection(role: str, group: Sequence[JsonObject]) -> str:
     for entry in group:
         if role == "assistant" and entry.get("type") == "assistant":
             parts.extend(
-                str(b.get("text", "")) for b in _content(entry) if b.get("type") == "text"
+                str(b.get("text", ""))
+                for b in _content(entry)
+                if b.get("type") == "text"
             )
         elif role == "tool" and entry.get("type") == "user":
             parts.extend(tool_result_text(b) for b in _tool_results(entry))

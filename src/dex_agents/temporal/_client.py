@@ -63,7 +63,7 @@ async def start_agent_session(
     try:
         if initial_message is None:
             await client.execute_update_with_start_workflow(
-                "describe", start_workflow_operation=operation, result_type=AgentSnapshot
+                "describe", start_workflow_operation=operation, result_type=int
             )
             return True
         return await client.execute_update_with_start_workflow(
@@ -157,13 +157,8 @@ async def wait_for_idle(
     store: RuntimeStore | None = None,
 ) -> AgentSnapshot:
     """Wait until no turn runs (answered or waiting for approval); return the snapshot."""
-    snapshot = await _handle(client, session_id).execute_update(
-        "wait_for_idle", result_type=AgentSnapshot
-    )
-    if store is not None:
-        snapshot.messages = await store.read_transcript(session_id, snapshot.transcript_head)
-    del flow
-    return snapshot
+    await _handle(client, session_id).execute_update("wait_for_idle", result_type=int)
+    return await get_agent_snapshot(client, flow, session_id, store=store)
 
 
 class SessionClient:

@@ -141,15 +141,19 @@ class AgentSessionWorkflow:
             )
 
     @workflow.update
-    async def wait_for_idle(self) -> AgentSnapshot:
-        """Return once no turn runs: it finished, or it waits for approval."""
+    async def wait_for_idle(self) -> int:
+        """Return the state version once no turn runs (answered, or waiting for approval).
+
+        It returns a number, not the snapshot: Update results stay in history,
+        and a snapshot grows with the session. Callers query the snapshot after.
+        """
         await workflow.wait_condition(lambda: session_status(self.state) != "running")
-        return self._snapshot()
+        return self.state.version
 
     @workflow.update
-    async def describe(self) -> AgentSnapshot:
-        """The snapshot, as an Update (used to start a session without a message)."""
-        return self._snapshot()
+    async def describe(self) -> int:
+        """The state version, as an Update (used to start a session without a message)."""
+        return self.state.version
 
     @workflow.query
     def get_agent_snapshot(self) -> AgentSnapshot:

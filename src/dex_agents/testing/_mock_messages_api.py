@@ -123,10 +123,7 @@ class MockMessagesApi:
             finally:
                 server.close()
                 # Requests still waiting at a gate would otherwise die pending.
-                tasks = asyncio.all_tasks(loop)
-                for task in tasks:
-                    task.cancel()
-                loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+                loop.run_until_complete(_cancel_all())
                 loop.run_until_complete(server.wait_closed())
                 loop.run_until_complete(loop.shutdown_asyncgens())
                 loop.close()
@@ -369,6 +366,14 @@ def _event(name: str, **fields: JsonValue) -> str:
     data: dict[str, JsonValue] = {"type": name}
     data |= fields
     return f"event: {name}\ndata: {json.dumps(data)}\n\n"
+
+
+async def _cancel_all() -> None:
+    current = asyncio.current_task()
+    tasks = [t for t in asyncio.all_tasks() if t is not current]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:

@@ -1,0 +1,124 @@
+"""Which SDK options the application may set, and the CLI environment of a segment.
+
+The adapter owns every option that decides how a segment starts, resumes, or
+gets permission: a setting that let a tool run without its approval or its Step
+fails the turn attempt with a `TypeError` naming the option.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from claude_agent_sdk import ClaudeAgentOptions
+
+_OWNED_FIELDS: tuple[tuple[str, str], ...] = (
+    ("can_use_tool", "the adapter answers permission requests"),
+    ("continue_conversation", "the adapter chooses the session to resume"),
+    ("enable_file_checkpointing", "a rewind would undo recorded tool effects"),
+    ("fork_session", "a fork would lose the recorded session"),
+    ("permission_prompt_tool_name", "the adapter answers permission requests"),
+    ("resume", "the adapter resumes the stored session"),
+    ("resume_session_at", "the adapter resumes the stored session"),
+    ("resume_drops_turn", "the adapter resumes the stored session"),
+    ("session_id", "the adapter names the session"),
+    ("session_store", "the adapter keeps the transcript"),
+)
+_OWNED_EXTRA_ARGS = frozenset(
+    {"mcp-config", "resume", "session-id", "await-initialize"}
+)
+_SKIPPING_MODES = frozenset({"bypassPermissions", "acceptEdits", "auto"})
+
+SECURE_STORAGE_VARIABLE = "CLAUDE_SECURESTORAGE_CONFIG_DIR"
+"""Where Claude Code finds a stored login (such as one in the macOS Keychain)."""
+
+
+def check_options(
+    options: ClaudeAgentOptions,
+    *,
+    server_name: str,
+    must_defer: Callable[[str], bool],
+) -> None:
+    """Refuse options that would let a tool run without its approval or Step.
+
+    Args:
+        options: What the application's options (or factory) gave.
+        server_name: The custom tool server's name, which `mcp_servers` may not use.
+        must_defer: Whether calls of a tool, named as in `allowed_tools`, must
+            defer (wait for approval or run in their own Step).
+
+    Raises:
+        TypeError: An option the adapter owns is set, the permission mode skips
+            the adapter, the server name is taken, or `allowed_tools` allows a
+            tool whose calls must defer.
+    """
+    defaults = ClaudeAgentOptions()
+    for name, why in _OWNED_FIELDS:
+        if getattr(options, name) != getattr(defaults, name):
+            raise TypeError(
+                f"`{name}` is set in the Claude agent options, but the adapter owns "
+                f"it ({why}); remove it"
+            )
+    for flag in options.extra_args:
+        if flag in _OWNED_EXTRA_ARGS:
+            raise TypeError(
+                f"`extra_args[{flag!r}]` is set in the Claude agent options, but the "
+                "adapter owns that CLI flag; remove it"
+            )
+    if options.permission_mode in _SKIPPING_MODES:
+        raise TypeError(
+            f"`permission_mode` {options.permission_mode!r} lets tools run without "
+            "the session's approval; use 'default', 'dontAsk', or leave it unset"
+        )
+    servers = options.mcp_servers
+    if not isinstance(servers, Mapping):
+        raise TypeError(
+            "`mcp_servers` is a path or JSON string, so the adapter cannot add its "
+            f"custom tool server {server_name!r}; pass a dict of server configs"
+        )
+    if server_name in servers:
+        raise TypeError(
+            f"`mcp_servers` uses the name {server_name!r}, which the custom tool "
+            "server needs; rename that server or set `custom_tool_server_name`"
+        )
+    for entry in options.allowed_tools:
+        tool = allowed_tool_name(entry)
+        if tool is not None and must_defer(tool):
+            raise TypeError(
+                f"`allowed_tools` lists {entry!r}, but its calls must wait for "
+                "approval or run in their own step; remove it (the session's "
+                "policies decide these calls)"
+            )
+
+
+def allowed_tool_name(entry: str) -> str | None:
+    """The tool an `allowed_tools` entry is about: `Bash(ls:*)` is about `Bash`."""
+    entry = entry.strip()
+    if not entry:
+        return None
+    open_index = entry.find("(")
+    return entry if open_index == -1 else entry[:open_index] or None
+
+
+def cli_environment(options: ClaudeAgentOptions) -> dict[str, str]:
+    """The CLI environment: the options' env, or a copy of `os.environ`.
+
+    Every segment after the first resumes from a temporary `CLAUDE_CONFIG_DIR`
+    that the SDK prepares, where Claude Code would not find a login it stored
+    (such as one in the macOS Keychain). It finds that login by
+    `CLAUDE_SECURESTORAGE_CONFIG_DIR`, so this sets it to the effective
+    `CLAUDE_CONFIG_DIR`, or to "" when none is set, unless the application set
+    it already.
+    """
+    env = dict(options.env) if options.env else dict(os.environ)
+    # The Python SDK merges `env` over `os.environ`, so that is what the CLI sees.
+    effective = {**os.environ, **env}
+    if SECURE_STORAGE_VARIABLE not in effective:
+        env[SECURE_STORAGE_VARIABLE] = effective.get("CLAUDE_CONFIG_DIR", "")
+    return env
+
+
+def resolved_cwd(options: ClaudeAgentOptions) -> str:
+    """The working directory the CLI will run in, as an absolute path."""
+    return str(Path(options.cwd).resolve()) if options.cwd else str(Path.cwd())

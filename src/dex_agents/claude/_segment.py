@@ -1,0 +1,391 @@
+"""One turn segment: a CLI process from its prompt (or resume) to its result.
+
+The segment starts `query()` with the adapter's options, streams live events,
+and turns the result into `ToolCallsRequested` (the CLI deferred the one call
+the hook deferred) or `TurnCompleted`. An error result, or a CLI that ends
+without one, raises: the attempt fails and reruns whole.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any, cast
+
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKError,
+    Message,
+    ResultMessage,
+    StreamEvent,
+    ToolResultBlock,
+    UserMessage,
+    query,
+)
+
+from .._errors import SessionError
+from ..session import (
+    AgentEvent,
+    JsonObject,
+    RunModelContext,
+    StoredMessage,
+    ToolCallsRequested,
+    ToolPolicy,
+    TurnCompleted,
+)
+from ._definition import ClaudeCodeToolPermission
+from ._gate import ToolCallGate
+from ._hooks import PendingCall, ToolPermissions
+from ._mcp_server import build_custom_tool_server
+from ._options import cli_environment, resolved_cwd
+from ._process import CliProcessGroup, real_cli_path
+from ._prompt import prompt_stream, prompt_texts, user_message
+from ._tools import CustomTool
+from ._transcript import (
+    ClaudeTranscriptStore,
+    group_messages,
+    last_session_id,
+    tool_result_text,
+    transcript_entries,
+)
+from ._usage import SegmentObserver, cumulative_cost
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class SegmentSetup:
+    """What the runner hands one segment besides the RunModel context."""
+
+    options: ClaudeAgentOptions
+    """The application's options for this attempt, already checked."""
+    tools: Mapping[str, CustomTool]
+    server_name: str
+    policies: Mapping[str, ToolPolicy]
+    permission: ClaudeCodeToolPermission | None
+
+
+class Segment:
+    """Runs one segment; create one per RunModel attempt."""
+
+    def __init__(self, setup: SegmentSetup, context: RunModelContext) -> None:
+        self._setup = setup
+        self._context = context
+        self._gate = ToolCallGate()
+        self._observer = SegmentObserver()
+        self._pending: PendingCall | None = None
+        self._pending_result_seen = False
+
+    async def run(self) -> TurnCompleted | ToolCallsRequested:
+        """Run the segment and return the session's next step."""
+        context, setup = self._context, self._setup
+        resume = context.resume
+        committed = await context.transcript.messages()
+        run_state: JsonObject = resume.run_state if resume is not None else {}
+        turn_before = transcript_entries(resume.messages) if resume is not None else []
+        if resume is not None:
+            session_id: str | None = _require_str(run_state, "session_id")
+            cwd = _require_str(run_state, "cwd")
+        else:
+            session_id = last_session_id(committed)
+            cwd = resolved_cwd(setup.options)
+        loaded = [
+            *(transcript_entries(committed, session_id) if session_id else []),
+            *turn_before,
+        ]
+        self._pending = _pending_call(context, run_state, loaded)
+        store = ClaudeTranscriptStore(session_id=session_id, committed=loaded)
+        permissions = ToolPermissions(
+            context=context,
+            gate=self._gate,
+            tools=setup.tools,
+            server_name=setup.server_name,
+            policies=setup.policies,
+            default_effect=context.default_tool_effect,
+            app_matchers=(setup.options.hooks or {}).get("PreToolUse", []),
+            permission=setup.permission,
+            pending=self._pending,
+        )
+        prompt = None
+        if resume is None:
+            texts = prompt_texts(context.pending)
+            if not texts:
+                raise SessionError(
+                    "the turn has no prompt to send: `context.pending` holds no text",
+                    retryable=False,
+                )
+            prompt = user_message(texts)
+        with CliProcessGroup(real_cli_path(setup.options.cli_path)) as group:
+            options = self._segment_options(
+                session_id=session_id,
+                cwd=cwd,
+                store=store,
+                permissions=permissions,
+                group=group,
+            )
+            result = await self._query(prompt, options, group)
+        self._finish_resumed_cli_call()
+        return self._outcome(result, store, turn_before, loaded, cwd)
+
+    def _segment_options(
+        self,
+        *,
+        session_id: str | None,
+        cwd: str,
+        store: ClaudeTranscriptStore,
+        permissions: ToolPermissions,
+        group: CliProcessGroup,
+    ) -> ClaudeAgentOptions:
+        options = self._setup.options
+        hooks = {
+            event: list(matchers)
+            for event, matchers in (options.hooks or {}).items()
+            if event != "PreToolUse"
+        }
+        # The application's PreToolUse matchers run inside the adapter's.
+        hooks["PreToolUse"] = [permissions.hook_matcher()]
+        server = build_custom_tool_server(
+            self._setup.server_name, self._setup.tools, self._gate
+        )
+        servers = cast(Mapping[str, Any], options.mcp_servers)
+        return dataclasses.replace(
+            options,
+            cwd=cwd,
+            mcp_servers={**servers, self._setup.server_name: server},
+            hooks=hooks,  # pyright: ignore[reportArgumentType]
+            can_use_tool=permissions.can_use_tool,
+            session_store=store,
+            resume=session_id,
+            include_partial_messages=True,
+            # CLI 2.1.327 may resume a deferred call before the SDK's initialize
+            # (and so its hooks) arrives; this flag makes it wait.
+            extra_args={**options.extra_args, "await-initialize": None},
+            env={**cli_environment(options), **group.environment()},
+            cli_path=group.cli_path,
+        )
+
+    async def _query(
+        self,
+        prompt: dict[str, Any] | None,
+        options: ClaudeAgentOptions,
+        group: CliProcessGroup,
+    ) -> ResultMessage:
+        result: ResultMessage | None = None
+        result_seen = asyncio.Event()
+        messages = cast(
+            AsyncGenerator[Message, None],
+            query(prompt=prompt_stream(prompt, result_seen), options=options),
+        )
+        try:
+            async for message in messages:
+                self._observe(message)
+                if isinstance(message, ResultMessage):
+                    result = message
+                    result_seen.set()
+        except ClaudeSDKError as e:
+            # The SDK raises after an error result; the result says more.
+            if result is None or not result.is_error:
+                raise SessionError(f"the Claude Code CLI failed: {e}") from e
+        finally:
+            result_seen.set()
+            # Kill first: a cancelled attempt must not wait for the SDK's own
+            # graceful shutdown, which a raw asyncio cancellation can skip.
+            group.kill()
+            with contextlib.suppress(Exception):
+                await messages.aclose()
+        if result is None:
+            raise SessionError("the Claude Code CLI ended without a result")
+        if result.is_error:
+            raise SessionError(
+                f"Claude Code returned an error result ({result.subtype}, "
+                f"{result.terminal_reason}): {_error_text(result)}"
+            )
+        return result
+
+    def _observe(self, message: Message) -> None:
+        self._observer.observe(message)
+        match message:
+            case StreamEvent(event=event, parent_tool_use_id=None):
+                self._emit_delta(event)
+            case UserMessage(content=list() as blocks):
+                for block in blocks:
+                    if isinstance(block, ToolResultBlock):
+                        self._emit_result(block)
+            case _:
+                pass
+
+    def _emit_delta(self, event: dict[str, Any]) -> None:
+        if event.get("type") != "content_block_delta":
+            return
+        delta = event.get("delta")
+        if not isinstance(delta, dict):
+            return
+        delta = cast(dict[str, Any], delta)
+        match delta.get("type"):
+            case "text_delta":
+                self._emit("text_delta", {"text": str(delta.get("text", ""))})
+            case "thinking_delta":
+                self._emit("reasoning_delta", {"text": str(delta.get("thinking", ""))})
+            case _:
+                pass
+
+    def _emit_result(self, block: ToolResultBlock) -> None:
+        decision = self._gate.decision(block.tool_use_id)
+        if decision is None:
+            return
+        pending = self._pending
+        resumed_cli = (
+            decision.kind == "replay"
+            and pending is not None
+            and pending.kind == "cli"
+            and pending.tool_use_id == block.tool_use_id
+        )
+        if decision.kind != "allow" and not resumed_cli:
+            # Deferred calls get their events from the session.
+            return
+        if resumed_cli:
+            self._pending_result_seen = True
+        text = tool_result_text({"content": block.content})
+        self._emit(
+            "tool_call_finished",
+            {
+                "tool_call_id": block.tool_use_id,
+                "tool_name": decision.custom_name or decision.tool_name,
+                "status": "failed" if block.is_error else "finished",
+                "output": text,
+            },
+        )
+
+    def _finish_resumed_cli_call(self) -> None:
+        """Write `outcome_unknown` for an approved CLI call whose result never came."""
+        pending = self._pending
+        if pending is None or pending.kind != "cli" or self._pending_result_seen:
+            return
+        decision = self._gate.decision(pending.tool_use_id)
+        if decision is None or decision.kind != "replay":
+            return
+        self._emit(
+            "tool_call_finished",
+            {
+                "tool_call_id": pending.tool_use_id,
+                "tool_name": pending.tool_name,
+                "status": "outcome_unknown",
+                "output": "",
+            },
+        )
+
+    def _emit(self, kind: str, data: JsonObject) -> None:
+        self._context.events.emit(AgentEvent(type=kind, data=data))  # pyright: ignore[reportArgumentType]
+
+    def _outcome(
+        self,
+        result: ResultMessage,
+        store: ClaudeTranscriptStore,
+        turn_before: Sequence[JsonObject],
+        loaded: Sequence[JsonObject],
+        cwd: str,
+    ) -> TurnCompleted | ToolCallsRequested:
+        session_id = result.session_id
+        entries = [*turn_before, *store.segment_entries(session_id)]
+        messages: tuple[StoredMessage, ...] = tuple(group_messages(session_id, entries))
+        usage = self._observer.usage(result, previous_cost=cumulative_cost(loaded))
+        metadata = self._observer.metadata(result, self._setup.options.model)
+        # A resumed call that defers again ends with stop_reason "tool_deferred"
+        # and no terminal_reason (CLI 2.1.327).
+        if "tool_deferred" not in (result.terminal_reason, result.stop_reason):
+            return TurnCompleted(
+                messages=messages,
+                final_text=result.result or "",
+                usage=usage,
+                metadata=metadata,
+            )
+        deferral = self._gate.deferral
+        deferred = result.deferred_tool_use
+        if (
+            deferral is None
+            or deferred is None
+            or deferred.id != deferral.tool_use_id
+            or deferred.name != deferral.decision.tool_name
+        ):
+            raise SessionError(
+                "the Claude Code CLI deferred a call the adapter did not defer: "
+                f"{None if deferred is None else (deferred.name, deferred.id)!r}"
+            )
+        run_state: JsonObject = {
+            "session_id": session_id,
+            "cwd": cwd,
+            "deferred": {
+                "tool_use_id": deferral.tool_use_id,
+                "kind": "custom" if deferral.decision.custom_name else "cli",
+                "tool_name": deferral.decision.tool_name,
+            },
+        }
+        return ToolCallsRequested(
+            calls=(deferral.call,),
+            run_state=run_state,
+            messages=messages,
+            usage=usage,
+            metadata=metadata,
+        )
+
+
+def _pending_call(
+    context: RunModelContext, run_state: JsonObject, loaded: Sequence[JsonObject]
+) -> PendingCall | None:
+    """The deferred call a resumed segment answers, with its final record."""
+    resume = context.resume
+    if resume is None:
+        return None
+    deferred = run_state.get("deferred")
+    if not isinstance(deferred, dict):
+        raise SessionError(
+            "resumed without the deferred call in its run state", retryable=False
+        )
+    call_id = _require_str(deferred, "tool_use_id")
+    record = next((r for r in resume.records if r.tool_call_id == call_id), None)
+    if record is None:
+        raise SessionError(
+            f"resumed without a final record of the deferred call {call_id!r}",
+            retryable=False,
+        )
+    if _has_tool_result(loaded, call_id):
+        # An earlier segment already resumed it; its record never replays again.
+        return None
+    kind = deferred.get("kind")
+    return PendingCall(
+        tool_use_id=call_id,
+        kind="custom" if kind == "custom" else "cli",
+        tool_name=_require_str(deferred, "tool_name"),
+        record=record,
+    )
+
+
+def _has_tool_result(entries: Sequence[JsonObject], tool_use_id: str) -> bool:
+    for entry in entries:
+        message = entry.get("message")
+        if entry.get("type") != "user" or not isinstance(message, dict):
+            continue
+        content = message.get("content")
+        if not isinstance(content, list):
+            continue
+        for block in content:
+            if (
+                isinstance(block, dict)
+                and block.get("type") == "tool_result"
+                and block.get("tool_use_id") == tool_use_id
+            ):
+                return True
+    return False
+
+
+def _require_str(data: Mapping[str, Any], key: str) -> str:
+    value = data.get(key)
+    if not isinstance(value, str):
+        raise SessionError(f"run state lacks {key!r}", retryable=False)
+    return value
+
+
+def _error_text(result: ResultMessage) -> str:
+    if result.errors:
+        return "; ".join(result.errors)
+    return (result.result or "").strip() or "no details"

@@ -1,0 +1,132 @@
+"""Steps and their failure rules: retries, outcome_unknown, failure notes, deadlines, events."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from session_harness import Harness, make_config
+from temporalio.client import Client
+
+from dex_agents.session import EventRecord
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.testing import ledger_flow
+
+
+async def test_idempotent_write_retries_with_the_same_key(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "fail_attempts": 1}'
+    )
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == "done: send_email=sent to a@b.c"
+    attempts = harness.ledger.entries("send_email_attempt")
+    assert [a["attempt"] for a in attempts] == [1, 2]
+    assert {a["key"] for a in attempts} == {f"{sid}/turn-1/call_turn-1_0"}
+    assert harness.ledger.count("send_email") == 1
+
+
+async def test_idempotent_write_out_of_attempts_is_outcome_unknown(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "fail_attempts": 9}'
+    )
+    snap = await harness.sessions.wait_for_idle(sid)
+    (record,) = snap.turns[0].tool_calls
+    assert record.status == "outcome_unknown"
+    assert [a["attempt"] for a in harness.ledger.entries("send_email_attempt")] == [1, 2, 3]
+    assert harness.ledger.count("send_email") == 0
+
+
+async def test_tool_execution_error_records_failed(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call create_refund {"orderId": "5", "invalid": true}'
+    )
+    (interrupt,) = (await harness.sessions.wait_for_idle(sid)).pending_interrupts
+    await harness.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    snap = await harness.sessions.wait_for_idle(sid)
+    (record,) = snap.turns[0].tool_calls
+    assert (record.status, record.output) == ("failed", "order 5 cannot be refunded")
+    assert harness.ledger.count("create_refund_started") == 1
+
+
+async def test_failed_turn_leaves_a_note_the_next_turn_sees(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call create_refund {"orderId": "3"} ;; fail_after_tools'
+    )
+    (interrupt,) = (await harness.sessions.wait_for_idle(sid)).pending_interrupts
+    await harness.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].status == "failed"
+    assert "scripted failure after tools" in (snap.turns[0].error or "")
+    assert harness.ledger.count("create_refund") == 1
+    await harness.sessions.send_user_message(sid, "say still here")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.status == "idle"
+    assert snap.turns[1].final_text == "said: still here (after 1 failure note(s))"
+    notes = [m for m in snap.messages if m.role == "note"]
+    assert len(notes) == 1
+    assert "create_refund call_turn-1_0: finished" in notes[0].text
+    # The failed prompt reaches the transcript with the note, before the new prompt.
+    assert [m.text for m in snap.messages if m.role == "user"] == [
+        'call create_refund {"orderId": "3"} ;; fail_after_tools',
+        "say still here",
+    ]
+
+
+async def test_run_model_retry_then_success(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="fail_once")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].status == "completed"
+    assert snap.transcript_head == "turn-1/run_model/1/attempt-2"
+
+
+async def test_interrupt_deadline_rejects(client: Client, tmp_path: Path, flow_type: str) -> None:
+    config = make_config(tmp_path, flow_type, interrupt_deadline_seconds=1.0)
+    flow = ledger_flow(config)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("deadline", initial_message='call create_refund {"orderId": "1"}')
+        snap = await sessions.wait_for_idle("deadline")
+        assert snap.pending_interrupts[0].deadline is not None
+        async with asyncio.timeout(30):
+            while (snap := await sessions.snapshot("deadline")).turns[0].status != "completed":
+                await asyncio.sleep(0.1)
+        (record,) = snap.turns[0].tool_calls
+        assert record.status == "rejected"
+        assert record.rejection_message == "no approval arrived before the deadline"
+    await store.close()
+
+
+async def test_events_can_be_followed_while_the_turn_runs(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="stream 6 ;; pause midway")
+    seen: list[EventRecord] = []
+
+    async def follow() -> None:
+        async for event in harness.sessions.follow(sid):
+            seen.append(event)
+            if event.type == "turn_completed":
+                return
+
+    follower = asyncio.create_task(follow())
+    async with asyncio.timeout(30):
+        while not any(e.type == "text_delta" for e in seen):
+            await asyncio.sleep(0.01)
+    # The turn is still running (held at the gate) while its deltas are visible.
+    assert (await harness.sessions.snapshot(sid)).status == "running"
+    assert not any(e.type == "turn_completed" for e in seen)
+    harness.open_gate("midway")
+    await asyncio.wait_for(follower, 30)
+    deltas = [e for e in seen if e.type == "text_delta"]
+    assert [d.data["text"] for d in deltas][:6] == [f"t{i} " for i in range(6)]
+    assert {(d.turn_id, d.step_execution_id, d.attempt) for d in deltas} == {
+        ("turn-1", "turn-1/run_model/1", 1)
+    }
+    assert [d.seq for d in deltas] == sorted(d.seq for d in deltas)
+    assert seen[0].type == "turn_started"
