@@ -34,7 +34,9 @@ def hermetic_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[No
 
 
 @pytest_asyncio.fixture(scope="session")  # pyright: ignore[reportUntypedFunctionDecorator]
-async def engine(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[EmbeddedEngine]:
+async def engine(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[EmbeddedEngine]:
     """One dev server on a SQLite file for the whole run."""
     async with EmbeddedEngine(state_dir=tmp_path_factory.mktemp("engine")) as engine:
         yield engine

@@ -15,7 +15,9 @@ from dex_agents.testing import Ledger, ledger_flow
 
 
 @pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
-async def harness(client: Client, tmp_path: Path, flow_type: str) -> AsyncIterator[Harness]:
+async def harness(
+    client: Client, tmp_path: Path, flow_type: str
+) -> AsyncIterator[Harness]:
     """A ledger flow with an in-process worker and its own store."""
     config = make_config(tmp_path, flow_type)
     flow = ledger_flow(config)

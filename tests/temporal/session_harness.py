@@ -27,7 +27,9 @@ class Harness:
         (self.gate_dir / name).write_text("")
 
 
-def make_config(tmp_path: Path, flow_type: str, **overrides: object) -> LedgerFlowConfig:
+def make_config(
+    tmp_path: Path, flow_type: str, **overrides: object
+) -> LedgerFlowConfig:
     gate_dir = tmp_path / "gates"
     gate_dir.mkdir(exist_ok=True)
     values: dict[str, object] = {

@@ -88,13 +88,17 @@ async def test_write_waits_through_worker_kill_and_server_restart_then_runs_once
     assert snap.status == "waiting_for_approval"
     assert [i.interrupt_id for i in snap.pending_interrupts] == [interrupt.interrupt_id]
     assert rig.ledger.count("create_refund_started") == 0
-    assert await rig.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    assert await rig.sessions.resolve_interrupt(
+        sid, interrupt.interrupt_id, approved=True
+    )
     snap = await rig.sessions.wait_for_idle(sid)
     assert snap.turns[0].final_text == "done: create_refund=refunded order 7"
     assert rig.ledger.count("create_refund") == 1
 
 
-async def test_kill_during_single_attempt_tool_records_outcome_unknown(rig: CrashRig) -> None:
+async def test_kill_during_single_attempt_tool_records_outcome_unknown(
+    rig: CrashRig,
+) -> None:
     sid = "crash-single-attempt"
     await rig.sessions.start(
         sid, initial_message='call create_refund {"orderId": "8", "gate": "refund"}'
@@ -113,7 +117,9 @@ async def test_kill_during_single_attempt_tool_records_outcome_unknown(rig: Cras
     assert rig.ledger.count("create_refund") == 0
 
 
-async def test_kill_during_run_model_reruns_and_hides_crashed_attempt(rig: CrashRig) -> None:
+async def test_kill_during_run_model_reruns_and_hides_crashed_attempt(
+    rig: CrashRig,
+) -> None:
     sid = "crash-run-model"
     await rig.sessions.start(sid, initial_message="say after crash ;; pause model")
     await rig.reached("model")

@@ -42,7 +42,9 @@ async def test_300_turns_continue_as_new_and_history_per_turn_is_flat(
         snap = await sessions.snapshot(sid)
     await store.close()
     assert len(runs) >= 2, "the session never continued as new"
-    assert [t.final_text for t in snap.turns] == [f"said: turn {n:03d}" for n in range(1, 301)]
+    assert [t.final_text for t in snap.turns] == [
+        f"said: turn {n:03d}" for n in range(1, 301)
+    ]
     assert len([m for m in snap.messages if m.role == "user"]) == 300
     early = statistics.median(b for t, b in growth if t <= 30)
     late = statistics.median(b for t, b in growth if t > 270)

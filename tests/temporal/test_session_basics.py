@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from session_harness import Harness
 
 from dex_agents import UnknownInterruptError
-
-from session_harness import Harness
 
 
 async def test_say_turn_completes_and_snapshot_holds_messages(harness: Harness) -> None:
@@ -34,20 +33,29 @@ async def test_start_is_idempotent(harness: Harness) -> None:
 
 async def test_read_tool_runs_inline_without_approval(harness: Harness) -> None:
     sid = harness.session_id()
-    await harness.sessions.start(sid, initial_message='call lookup_order {"orderId": "7"}')
+    await harness.sessions.start(
+        sid, initial_message='call lookup_order {"orderId": "7"}'
+    )
     snap = await harness.sessions.wait_for_idle(sid)
     assert snap.pending_interrupts == []
     assert snap.turns[0].final_text == "done: order 7: arrived broken"
     assert harness.ledger.count("lookup_order") == 1
 
 
-async def test_rejected_write_never_runs_and_runner_sees_message(harness: Harness) -> None:
+async def test_rejected_write_never_runs_and_runner_sees_message(
+    harness: Harness,
+) -> None:
     sid = harness.session_id()
-    await harness.sessions.start(sid, initial_message='call create_refund {"orderId": "7"}')
+    await harness.sessions.start(
+        sid, initial_message='call create_refund {"orderId": "7"}'
+    )
     snap = await harness.sessions.wait_for_idle(sid)
     assert snap.status == "waiting_for_approval"
     (interrupt,) = snap.pending_interrupts
-    assert (interrupt.tool_name, interrupt.effect) == ("create_refund", "non_idempotent_write")
+    assert (interrupt.tool_name, interrupt.effect) == (
+        "create_refund",
+        "non_idempotent_write",
+    )
     assert interrupt.arguments == {"orderId": "7"}
     assert await harness.sessions.resolve_interrupt(
         sid, interrupt.interrupt_id, approved=False, rejection_message="not today"
@@ -78,10 +86,14 @@ async def test_unknown_interrupt_is_a_clear_error(harness: Harness) -> None:
 
 async def test_approved_write_runs_once_with_idempotency_key(harness: Harness) -> None:
     sid = harness.session_id()
-    await harness.sessions.start(sid, initial_message='call create_refund {"orderId": "9"}')
+    await harness.sessions.start(
+        sid, initial_message='call create_refund {"orderId": "9"}'
+    )
     snap = await harness.sessions.wait_for_idle(sid)
     (interrupt,) = snap.pending_interrupts
-    assert await harness.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    assert await harness.sessions.resolve_interrupt(
+        sid, interrupt.interrupt_id, approved=True
+    )
     snap = await harness.sessions.wait_for_idle(sid)
     assert snap.turns[0].final_text == "done: create_refund=refunded order 9"
     (row,) = harness.ledger.entries("create_refund")

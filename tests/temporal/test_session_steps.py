@@ -27,7 +27,9 @@ async def test_idempotent_write_retries_with_the_same_key(harness: Harness) -> N
     assert harness.ledger.count("send_email") == 1
 
 
-async def test_idempotent_write_out_of_attempts_is_outcome_unknown(harness: Harness) -> None:
+async def test_idempotent_write_out_of_attempts_is_outcome_unknown(
+    harness: Harness,
+) -> None:
     sid = harness.session_id()
     await harness.sessions.start(
         sid, initial_message='call send_email {"to": "a@b.c", "fail_attempts": 9}'
@@ -35,7 +37,11 @@ async def test_idempotent_write_out_of_attempts_is_outcome_unknown(harness: Harn
     snap = await harness.sessions.wait_for_idle(sid)
     (record,) = snap.turns[0].tool_calls
     assert record.status == "outcome_unknown"
-    assert [a["attempt"] for a in harness.ledger.entries("send_email_attempt")] == [1, 2, 3]
+    assert [a["attempt"] for a in harness.ledger.entries("send_email_attempt")] == [
+        1,
+        2,
+        3,
+    ]
     assert harness.ledger.count("send_email") == 0
 
 
@@ -85,17 +91,23 @@ async def test_run_model_retry_then_success(harness: Harness) -> None:
     assert snap.transcript_head == "turn-1/run_model/1/attempt-2"
 
 
-async def test_interrupt_deadline_rejects(client: Client, tmp_path: Path, flow_type: str) -> None:
+async def test_interrupt_deadline_rejects(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
     config = make_config(tmp_path, flow_type, interrupt_deadline_seconds=1.0)
     flow = ledger_flow(config)
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)
     async with create_worker(client, [flow], store=store):
-        await sessions.start("deadline", initial_message='call create_refund {"orderId": "1"}')
+        await sessions.start(
+            "deadline", initial_message='call create_refund {"orderId": "1"}'
+        )
         snap = await sessions.wait_for_idle("deadline")
         assert snap.pending_interrupts[0].deadline is not None
         async with asyncio.timeout(30):
-            while (snap := await sessions.snapshot("deadline")).turns[0].status != "completed":
+            while (snap := await sessions.snapshot("deadline")).turns[
+                0
+            ].status != "completed":
                 await asyncio.sleep(0.1)
         (record,) = snap.turns[0].tool_calls
         assert record.status == "rejected"

@@ -43,7 +43,9 @@ class AgentSessionOptions:
                 "`run_model_attempts` and `tool_attempts` must be at least 1, got "
                 f"{self.run_model_attempts!r} and {self.tool_attempts!r}"
             )
-        if self.interrupt_deadline is not None and self.interrupt_deadline <= timedelta(0):
+        if self.interrupt_deadline is not None and self.interrupt_deadline <= timedelta(
+            0
+        ):
             raise ValueError(
                 f"`interrupt_deadline` must be positive, got {self.interrupt_deadline!r}; "
                 "use None to wait without a deadline"

@@ -9,7 +9,9 @@ from typing import Literal
 from ._json import JsonObject
 from ._policy import ToolPolicy
 
-ToolRecordStatus = Literal["finished", "failed", "rejected", "outcome_unknown", "skipped"]
+ToolRecordStatus = Literal[
+    "finished", "failed", "rejected", "outcome_unknown", "skipped"
+]
 """How a deferred call ended.
 
 `skipped` marks a later call of one reply that never ran because an earlier call

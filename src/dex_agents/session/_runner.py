@@ -19,7 +19,13 @@ from pydantic import Field
 from ._events import EventSink
 from ._json import JsonObject
 from ._policy import ToolEffect, ToolPolicy
-from ._records import DeferredToolExecution, StoredMessage, ToolCall, ToolOutcome, ToolRecord
+from ._records import (
+    DeferredToolExecution,
+    StoredMessage,
+    ToolCall,
+    ToolOutcome,
+    ToolRecord,
+)
 from ._usage import ModelCallMetadata, Usage
 
 
@@ -49,7 +55,9 @@ class ToolCallsRequested:
     metadata: ModelCallMetadata = field(default_factory=ModelCallMetadata)
 
 
-RunModelResult = Annotated[TurnCompleted | ToolCallsRequested, Field(discriminator="kind")]
+RunModelResult = Annotated[
+    TurnCompleted | ToolCallsRequested, Field(discriminator="kind")
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -95,7 +103,9 @@ class AgentFrameworkRunner(Protocol):
         """The stored item for a user message, such as `{"kind": "user_prompt", "text": ...}`."""
         ...
 
-    async def run_model(self, context: RunModelContext) -> TurnCompleted | ToolCallsRequested:
+    async def run_model(
+        self, context: RunModelContext
+    ) -> TurnCompleted | ToolCallsRequested:
         """Run one model segment; raise to fail the attempt (it reruns whole)."""
         ...
 
@@ -137,7 +147,11 @@ def turn_failure_note(
         "turn_id": turn_id,
         "text": "\n".join(lines),
         "tool_calls": [
-            {"tool_call_id": r.tool_call_id, "tool_name": r.tool_name, "status": r.status}
+            {
+                "tool_call_id": r.tool_call_id,
+                "tool_name": r.tool_name,
+                "status": r.status,
+            }
             for r in records
         ],
     }

@@ -48,7 +48,9 @@ class RuntimeStore(Protocol):
         """
         ...
 
-    async def read_segment(self, session_id: str, segment_id: str) -> list[StoredMessage]:
+    async def read_segment(
+        self, session_id: str, segment_id: str
+    ) -> list[StoredMessage]:
         """The messages of one segment; `KeyError` if it was never written."""
         ...
 

@@ -8,7 +8,13 @@ from ._client import (
     start_agent_session,
     wait_for_idle,
 )
-from ._engine import EmbeddedEngine, EngineConfig, find_temporal_binary, open_engine, resolve_state_dir
+from ._engine import (
+    EmbeddedEngine,
+    EngineConfig,
+    find_temporal_binary,
+    open_engine,
+    resolve_state_dir,
+)
 from ._flow import AgentSessionFlow, create_agent_session_flow
 from ._models import Interrupt, TurnSummary
 from ._snapshot import AgentSnapshot

@@ -39,7 +39,13 @@ from ..session import (
 )
 from ..stores import RuntimeStore
 from ._events import StoreEventSink
-from ._models import CallToolInput, CallToolOutput, PublishInput, RunModelInput, RunModelOutput
+from ._models import (
+    CallToolInput,
+    CallToolOutput,
+    PublishInput,
+    RunModelInput,
+    RunModelOutput,
+)
 from ._workflow import ActivityNames
 
 
@@ -55,7 +61,9 @@ class StoreTranscript:
     async def messages(self) -> list[StoredMessage]:
         """Every committed message, oldest first (read once per attempt)."""
         if self._cache is None:
-            self._cache = await self._store.read_transcript(self._session_id, self._head)
+            self._cache = await self._store.read_transcript(
+                self._session_id, self._head
+            )
         return list(self._cache)
 
 
@@ -86,7 +94,9 @@ def _engine_error(err: Exception) -> ApplicationError:
     if isinstance(err, SessionError):
         delay = timedelta(seconds=err.retry_after) if err.retry_after else None
         return ApplicationError(
-            str(err), type=type(err).__name__, non_retryable=not err.retryable,
+            str(err),
+            type=type(err).__name__,
+            non_retryable=not err.retryable,
             next_retry_delay=delay,
         )
     if isinstance(err, UserError | TypeError):
@@ -110,7 +120,9 @@ def build_activities(
         resume = None
         if input.resume is not None:
             partial = (
-                await store.read_segment(input.session_id, input.resume.partial_segment_id)
+                await store.read_segment(
+                    input.session_id, input.resume.partial_segment_id
+                )
                 if input.resume.partial_segment_id
                 else []
             )
@@ -133,14 +145,19 @@ def build_activities(
                 step_execution_id=input.step_execution_id,
                 attempt=attempt,
                 pending=tuple(input.pending),
-                transcript=StoreTranscript(store, input.session_id, input.transcript_head),
+                transcript=StoreTranscript(
+                    store, input.session_id, input.transcript_head
+                ),
                 events=sink,
                 tool_policies=options.tool_policies,
                 default_tool_effect=options.default_tool_effect,
                 resume=resume,
             )
             try:
-                async with _heartbeating(options.heartbeat_timeout), asyncio.timeout(limit):
+                async with (
+                    _heartbeating(options.heartbeat_timeout),
+                    asyncio.timeout(limit),
+                ):
                     result = await runner.run_model(context)
             except TimeoutError as err:
                 raise ApplicationError(
@@ -151,7 +168,9 @@ def build_activities(
                 raise _engine_error(err) from err
         segment_id = f"{input.step_execution_id}/attempt-{attempt}"
         if isinstance(result, TurnCompleted):
-            messages = [pending_message(i) for i in input.pending] + list(result.messages)
+            messages = [pending_message(i) for i in input.pending] + list(
+                result.messages
+            )
             await store.put_segment(
                 input.session_id, segment_id, input.transcript_head, messages
             )
@@ -163,7 +182,9 @@ def build_activities(
                 metadata=result.metadata,
             )
         # A partial segment hangs off no chain: only the resumed segment reads it.
-        await store.put_segment(input.session_id, segment_id, None, list(result.messages))
+        await store.put_segment(
+            input.session_id, segment_id, None, list(result.messages)
+        )
         return RunModelOutput(
             kind="tool_calls_requested",
             segment_id=segment_id,
@@ -182,7 +203,9 @@ def build_activities(
             tool_call_id=call.tool_call_id,
             step_execution_id=input.step_execution_id,
             attempt=attempt,
-            idempotency_key=idempotency_key(input.session_id, input.turn_id, call.tool_call_id),
+            idempotency_key=idempotency_key(
+                input.session_id, input.turn_id, call.tool_call_id
+            ),
         )
         async with StoreEventSink(
             store,
@@ -191,15 +214,21 @@ def build_activities(
             step_execution_id=input.step_execution_id,
             attempt=attempt,
         ) as sink:
-            sink.emit(AgentEvent(type="tool_call_started", data={
-                "tool_call_id": call.tool_call_id,
-                "tool_name": call.tool_name,
-                "arguments": call.arguments,
-            }))
+            sink.emit(
+                AgentEvent(
+                    type="tool_call_started",
+                    data={
+                        "tool_call_id": call.tool_call_id,
+                        "tool_name": call.tool_name,
+                        "arguments": call.arguments,
+                    },
+                )
+            )
             token = set_current_deferred_tool_execution(execution)
             try:
-                async with _heartbeating(options.heartbeat_timeout), asyncio.timeout(
-                    options.tool_limit.total_seconds()
+                async with (
+                    _heartbeating(options.heartbeat_timeout),
+                    asyncio.timeout(options.tool_limit.total_seconds()),
                 ):
                     outcome = await runner.execute_deferred_tool(call, execution)
             except ToolExecutionError as err:
@@ -209,12 +238,17 @@ def build_activities(
             finally:
                 reset_current_deferred_tool_execution(token)
             if not outcome.finished_by_resumed_turn:
-                sink.emit(AgentEvent(type="tool_call_finished", data={
-                    "tool_call_id": call.tool_call_id,
-                    "tool_name": call.tool_name,
-                    "status": "failed" if outcome.is_error else "finished",
-                    "output": outcome.output,
-                }))
+                sink.emit(
+                    AgentEvent(
+                        type="tool_call_finished",
+                        data={
+                            "tool_call_id": call.tool_call_id,
+                            "tool_name": call.tool_name,
+                            "status": "failed" if outcome.is_error else "finished",
+                            "output": outcome.output,
+                        },
+                    )
+                )
         return CallToolOutput(
             output=outcome.output,
             is_error=outcome.is_error,
@@ -233,17 +267,19 @@ def build_activities(
     async def publish(input: PublishInput) -> None:
         await store.put_snapshot(input.session_id, input.snapshot)
         if input.events:
-            await store.append_events([
-                EventRecord(
-                    session_id=input.session_id,
-                    turn_id=str(e.data.get("turn_id", input.turn_id)),
-                    step_execution_id="session",
-                    attempt=0,
-                    seq=input.first_seq + i + 1,
-                    type=e.type,
-                    data=e.data,
-                )
-                for i, e in enumerate(input.events)
-            ])
+            await store.append_events(
+                [
+                    EventRecord(
+                        session_id=input.session_id,
+                        turn_id=str(e.data.get("turn_id", input.turn_id)),
+                        step_execution_id="session",
+                        attempt=0,
+                        seq=input.first_seq + i + 1,
+                        type=e.type,
+                        data=e.data,
+                    )
+                    for i, e in enumerate(input.events)
+                ]
+            )
 
     return [run_model, call_tool, call_single_attempt_tool, publish]

@@ -31,7 +31,9 @@ def _handle(client: Client, session_id: str) -> WorkflowHandle[object, None]:
     return client.get_workflow_handle(session_id)
 
 
-def _translate(err: WorkflowUpdateFailedError, session_id: str, interrupt_id: str = "") -> Exception:
+def _translate(
+    err: WorkflowUpdateFailedError, session_id: str, interrupt_id: str = ""
+) -> Exception:
     cause = err.cause
     if isinstance(cause, ApplicationError):
         if cause.type == UNKNOWN_INTERRUPT:
@@ -134,7 +136,9 @@ async def get_agent_snapshot(
     del flow
     try:
         snapshot = await _handle(client, session_id).query(
-            "get_agent_snapshot", result_type=AgentSnapshot, rpc_timeout=timedelta(seconds=5)
+            "get_agent_snapshot",
+            result_type=AgentSnapshot,
+            rpc_timeout=timedelta(seconds=5),
         )
     except RPCError as err:
         projected = await store.get_snapshot(session_id) if store is not None else None
@@ -145,7 +149,9 @@ async def get_agent_snapshot(
             ) from err
         snapshot = _snapshot_json.validate_python(projected)
     if store is not None:
-        snapshot.messages = await store.read_transcript(session_id, snapshot.transcript_head)
+        snapshot.messages = await store.read_transcript(
+            session_id, snapshot.transcript_head
+        )
     return snapshot
 
 
@@ -164,12 +170,16 @@ async def wait_for_idle(
 class SessionClient:
     """The session RPCs bound to one client, flow and runtime store."""
 
-    def __init__(self, client: Client, flow: AgentSessionFlow, store: RuntimeStore) -> None:
+    def __init__(
+        self, client: Client, flow: AgentSessionFlow, store: RuntimeStore
+    ) -> None:
         self.client = client
         self.flow = flow
         self.store = store
 
-    async def start(self, session_id: str, *, initial_message: str | None = None) -> bool:
+    async def start(
+        self, session_id: str, *, initial_message: str | None = None
+    ) -> bool:
         """See `start_agent_session`."""
         return await start_agent_session(
             self.client, self.flow, session_id, initial_message=initial_message
@@ -199,7 +209,9 @@ class SessionClient:
 
     async def snapshot(self, session_id: str) -> AgentSnapshot:
         """See `get_agent_snapshot`."""
-        return await get_agent_snapshot(self.client, self.flow, session_id, store=self.store)
+        return await get_agent_snapshot(
+            self.client, self.flow, session_id, store=self.store
+        )
 
     async def wait_for_idle(self, session_id: str) -> AgentSnapshot:
         """See `wait_for_idle`."""

@@ -56,6 +56,8 @@ def create_agent_session_flow(
         flow_type=flow_type,
         runner=runner,
         options=options,
-        workflow_class=define_workflow_class(flow_type, options, runner.build_user_message),
+        workflow_class=define_workflow_class(
+            flow_type, options, runner.build_user_message
+        ),
         task_queue=task_queue or flow_type,
     )

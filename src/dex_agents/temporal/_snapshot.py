@@ -53,7 +53,9 @@ def snapshot_of(state: SessionState, flow_type: str, updated_at: str) -> AgentSn
         pending_interrupts=[i for i in state.interrupts.values() if not i.resolved],
         usage=state.usage,
         pending_prompts=[
-            str(item.get("text", "")) for item in state.pending if item.get("kind") != "turn_failure_note"
+            str(item.get("text", ""))
+            for item in state.pending
+            if item.get("kind") != "turn_failure_note"
         ],
         transcript_head=state.transcript_head,
         version=state.version,

@@ -39,7 +39,9 @@ def create_worker(
                 "queues; pass `task_queue=` or run one worker per queue"
             )
     activities = [
-        a for flow in flows for a in build_activities(flow.flow_type, flow.runner, flow.options, store)
+        a
+        for flow in flows
+        for a in build_activities(flow.flow_type, flow.runner, flow.options, store)
     ]
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),

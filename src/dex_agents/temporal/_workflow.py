@@ -17,7 +17,6 @@ exactly where it was:
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -165,9 +164,11 @@ class AgentSessionWorkflow:
     async def _run(self) -> None:
         while True:
             await workflow.wait_condition(
-                lambda: self.state.active is not None
-                or self.state.inbox > 0
-                or self._continue_as_new_needed()
+                lambda: (
+                    self.state.active is not None
+                    or self.state.inbox > 0
+                    or self._continue_as_new_needed()
+                )
             )
             if self.state.active is None and self.state.inbox == 0:
                 await self._continue_as_new()
@@ -192,7 +193,9 @@ class AgentSessionWorkflow:
         self.state.turn_counter += 1
         turn_id = f"turn-{self.state.turn_counter}"
         new_items = self.state.pending[len(self.state.pending) - self.state.inbox :]
-        self.state.active = ActiveTurn(turn_id=turn_id, pending_count=len(self.state.pending))
+        self.state.active = ActiveTurn(
+            turn_id=turn_id, pending_count=len(self.state.pending)
+        )
         self.state.inbox = 0
         self.state.turns.append(
             TurnSummary(
@@ -207,7 +210,10 @@ class AgentSessionWorkflow:
 
     async def _run_model(self, active: ActiveTurn) -> None:
         opts = type(self).options
-        if opts.spend_limit is not None and self.state.usage.cost_usd >= opts.spend_limit:
+        if (
+            opts.spend_limit is not None
+            and self.state.usage.cost_usd >= opts.spend_limit
+        ):
             await self._fail_turn(
                 active,
                 f"spend limit reached: {self.state.usage.cost_usd:.4f} USD of "
@@ -259,7 +265,9 @@ class AgentSessionWorkflow:
             await self._publish()
             return
         if not out.calls:
-            await self._fail_turn(active, "the runner requested tool calls but named none")
+            await self._fail_turn(
+                active, "the runner requested tool calls but named none"
+            )
             return
         active.run_state = out.run_state
         active.partial_segment_id = out.segment_id
@@ -274,12 +282,15 @@ class AgentSessionWorkflow:
             return
         call = active.calls[active.call_index]
         if any(r.status in ("rejected", "outcome_unknown") for r in active.records):
-            self._record(active, ToolRecord(
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                arguments=call.arguments,
-                status="skipped",
-            ))
+            self._record(
+                active,
+                ToolRecord(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    arguments=call.arguments,
+                    status="skipped",
+                ),
+            )
             return
         if not call.policy.needs_approval:
             active.phase = "execute"
@@ -301,13 +312,16 @@ class AgentSessionWorkflow:
         active.interrupt_id = interrupt.interrupt_id
         active.phase = "await_approval"
         self._summary(active.turn_id).status = "waiting_for_approval"
-        self._emit("interrupt_created", {
-            "interrupt_id": interrupt.interrupt_id,
-            "tool_call_id": call.tool_call_id,
-            "tool_name": call.tool_name,
-            "arguments": call.arguments,
-            "effect": call.policy.effect,
-        })
+        self._emit(
+            "interrupt_created",
+            {
+                "interrupt_id": interrupt.interrupt_id,
+                "tool_call_id": call.tool_call_id,
+                "tool_name": call.tool_name,
+                "arguments": call.arguments,
+                "effect": call.policy.effect,
+            },
+        )
         await self._publish()
 
     async def _await_approval(self, active: ActiveTurn) -> None:
@@ -316,14 +330,15 @@ class AgentSessionWorkflow:
         timeout: timedelta | None = None
         if interrupt.deadline is not None:
             timeout = max(
-                datetime.fromisoformat(interrupt.deadline) - workflow.now(), timedelta(0)
+                datetime.fromisoformat(interrupt.deadline) - workflow.now(),
+                timedelta(0),
             )
         try:
             await workflow.wait_condition(
                 lambda: interrupt.resolved or self._continue_as_new_needed(),
                 timeout=timeout,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             interrupt.resolved = True
             interrupt.approved = False
             interrupt.rejection_message = "no approval arrived before the deadline"
@@ -331,21 +346,27 @@ class AgentSessionWorkflow:
             await self._continue_as_new()
         call = active.calls[active.call_index]
         self._summary(active.turn_id).status = "running"
-        self._emit("interrupt_resolved", {
-            "interrupt_id": interrupt.interrupt_id,
-            "approved": bool(interrupt.approved),
-            "rejection_message": interrupt.rejection_message,
-        })
+        self._emit(
+            "interrupt_resolved",
+            {
+                "interrupt_id": interrupt.interrupt_id,
+                "approved": bool(interrupt.approved),
+                "rejection_message": interrupt.rejection_message,
+            },
+        )
         if interrupt.approved:
             active.phase = "execute"
         else:
-            self._record(active, ToolRecord(
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                arguments=call.arguments,
-                status="rejected",
-                rejection_message=interrupt.rejection_message or "",
-            ))
+            self._record(
+                active,
+                ToolRecord(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    arguments=call.arguments,
+                    status="rejected",
+                    rejection_message=interrupt.rejection_message or "",
+                ),
+            )
         await self._publish()
 
     async def _execute(self, active: ActiveTurn) -> None:
@@ -433,7 +454,9 @@ class AgentSessionWorkflow:
         events, self._events = self._events, []
         first_seq = self.state.event_seq
         self.state.event_seq += len(events)
-        snapshot = snapshot_of(self.state, type(self).flow_type, workflow.now().isoformat())
+        snapshot = snapshot_of(
+            self.state, type(self).flow_type, workflow.now().isoformat()
+        )
         turn_id = self.state.turns[-1].turn_id if self.state.turns else ""
         try:
             await workflow.execute_local_activity(
@@ -450,7 +473,9 @@ class AgentSessionWorkflow:
             )
         except ActivityError:
             # The projection is a cache for clients; the workflow state stays the truth.
-            workflow.logger.warning("could not publish the snapshot of %s", self.state.session_id)
+            workflow.logger.warning(
+                "could not publish the snapshot of %s", self.state.session_id
+            )
 
     def _continue_as_new_needed(self) -> bool:
         info = workflow.info()
@@ -467,8 +492,10 @@ class AgentSessionWorkflow:
 
 def _failure_text(err: ActivityError) -> str:
     cause: BaseException | None = err.cause
-    while cause is not None and cause.__cause__ is not None and not isinstance(
-        cause, ApplicationError
+    while (
+        cause is not None
+        and cause.__cause__ is not None
+        and not isinstance(cause, ApplicationError)
     ):
         cause = cause.__cause__
     return str(cause) if cause is not None else str(err)

@@ -35,7 +35,9 @@ class Ledger:
         if not self.path.exists():
             return []
         rows: list[JsonObject] = [
-            json.loads(line) for line in self.path.read_text().splitlines() if line.strip()
+            json.loads(line)
+            for line in self.path.read_text().splitlines()
+            if line.strip()
         ]
         return [r for r in rows if kind is None or r.get("kind") == kind]
 

@@ -43,11 +43,15 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
     `"fail_attempts": n` fails its first n attempts.
     """
 
-    async def lookup_order(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+    async def lookup_order(
+        args: JsonObject, execution: DeferredToolExecution | None
+    ) -> str:
         ledger.record("lookup_order", order_id=args.get("orderId"))
         return f"order {args.get('orderId')}: arrived broken"
 
-    async def create_refund(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+    async def create_refund(
+        args: JsonObject, execution: DeferredToolExecution | None
+    ) -> str:
         key = execution.idempotency_key if execution else None
         ledger.record("create_refund_started", order_id=args.get("orderId"), key=key)
         gate = args.get("gate")
@@ -60,7 +64,9 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
         ledger.record("create_refund", order_id=args.get("orderId"), key=key)
         return f"refunded order {args.get('orderId')}"
 
-    async def send_email(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+    async def send_email(
+        args: JsonObject, execution: DeferredToolExecution | None
+    ) -> str:
         attempt = execution.attempt if execution else 0
         key = execution.idempotency_key if execution else None
         ledger.record("send_email_attempt", key=key, attempt=attempt)
@@ -70,7 +76,9 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
         ledger.record("send_email", key=key, to=args.get("to"))
         return f"sent to {args.get('to')}"
 
-    async def check_stock(args: JsonObject, execution: DeferredToolExecution | None) -> str:
+    async def check_stock(
+        args: JsonObject, execution: DeferredToolExecution | None
+    ) -> str:
         ledger.record("check_stock", sku=args.get("sku"))
         return f"{args.get('sku')}: 3 left"
 
@@ -85,7 +93,9 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
 def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
     """The scripted flow described by `config`."""
     gate_dir = Path(config.gate_dir)
-    runner = ScriptedRunner(ledger_tools(Ledger(config.ledger_path), gate_dir), gate_dir=gate_dir)
+    runner = ScriptedRunner(
+        ledger_tools(Ledger(config.ledger_path), gate_dir), gate_dir=gate_dir
+    )
     deadline = config.interrupt_deadline_seconds
     return create_agent_session_flow(
         runner,

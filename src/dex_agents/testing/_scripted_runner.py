@@ -71,7 +71,9 @@ class ScriptedRunner:
         if compaction is not None:
             raise UserError("the scripted runner cannot compact; remove `compaction`")
 
-    async def run_model(self, context: RunModelContext) -> TurnCompleted | ToolCallsRequested:
+    async def run_model(
+        self, context: RunModelContext
+    ) -> TurnCompleted | ToolCallsRequested:
         """Follow the script of the turn's last prompt."""
         prompts = [i for i in context.pending if i.get("kind") == "user_prompt"]
         script = str(prompts[-1]["text"]) if prompts else ""
@@ -83,29 +85,45 @@ class ScriptedRunner:
             if suffix.strip() == "fail_after_tools":
                 raise SessionError("scripted failure after tools")
             await self._pause(suffix)
-            results = "; ".join(f"{r.tool_name}={r.model_text}" for r in context.resume.records)
+            results = "; ".join(
+                f"{r.tool_name}={r.model_text}" for r in context.resume.records
+            )
             tool_messages = [
-                StoredMessage(role="tool", text=r.model_text, item={
-                    "kind": "scripted_tool_result", "tool_call_id": r.tool_call_id,
-                    "status": r.status, "text": r.model_text,
-                })
+                StoredMessage(
+                    role="tool",
+                    text=r.model_text,
+                    item={
+                        "kind": "scripted_tool_result",
+                        "tool_call_id": r.tool_call_id,
+                        "status": r.status,
+                        "text": r.model_text,
+                    },
+                )
                 for r in context.resume.records
             ]
             return self._answer(
                 context, f"done: {results}", [*context.resume.messages, *tool_messages]
             )
-        notes = [str(i["text"]) for i in context.pending if i.get("kind") == "turn_failure_note"]
+        notes = [
+            str(i["text"])
+            for i in context.pending
+            if i.get("kind") == "turn_failure_note"
+        ]
         if command.startswith("say "):
             await self._pause(suffix)
             return self._answer(context, f"said: {command[4:]}", [], notes)
         if command == "recall":
-            earlier = [m.text for m in await context.transcript.messages() if m.role == "user"]
+            earlier = [
+                m.text for m in await context.transcript.messages() if m.role == "user"
+            ]
             earlier += [str(p["text"]) for p in prompts[:-1]]
             return self._answer(context, "recalled: " + " | ".join(earlier), [], notes)
         if command.startswith("stream "):
             count = int(command.split()[1])
             for i in range(count):
-                context.events.emit(AgentEvent(type="text_delta", data={"text": f"t{i} "}))
+                context.events.emit(
+                    AgentEvent(type="text_delta", data={"text": f"t{i} "})
+                )
                 if i == count // 2:
                     await self._pause(suffix)
             return self._answer(context, f"streamed {count}", [], notes)
@@ -130,28 +148,63 @@ class ScriptedRunner:
         for n, part in enumerate(command.split(" && ")):
             words = part.strip().split(" ", 2)
             if len(words) < 2 or words[0] != "call":
-                raise UserError(f"bad script command {part!r}; write `call <tool> <json>`")
+                raise UserError(
+                    f"bad script command {part!r}; write `call <tool> <json>`"
+                )
             name = words[1]
             args: JsonObject = json.loads(words[2]) if len(words) > 2 else {}
-            policy = resolve_policy(name, context.tool_policies, context.default_tool_effect)
+            policy = resolve_policy(
+                name, context.tool_policies, context.default_tool_effect
+            )
             call_id = f"call_{context.turn_id}_{n}"
-            if policy.effect == "read" and not policy.needs_approval and name in self.tools:
-                context.events.emit(AgentEvent(type="tool_call_started", data={
-                    "tool_call_id": call_id, "tool_name": name, "arguments": args,
-                }))
+            if (
+                policy.effect == "read"
+                and not policy.needs_approval
+                and name in self.tools
+            ):
+                context.events.emit(
+                    AgentEvent(
+                        type="tool_call_started",
+                        data={
+                            "tool_call_id": call_id,
+                            "tool_name": name,
+                            "arguments": args,
+                        },
+                    )
+                )
                 output = await self.tools[name].handler(args, None)
-                context.events.emit(AgentEvent(type="tool_call_finished", data={
-                    "tool_call_id": call_id, "tool_name": name, "status": "finished",
-                    "output": output,
-                }))
-                inline.append(StoredMessage(role="tool", text=output, item={
-                    "kind": "scripted_tool_result", "tool_call_id": call_id, "text": output,
-                }))
+                context.events.emit(
+                    AgentEvent(
+                        type="tool_call_finished",
+                        data={
+                            "tool_call_id": call_id,
+                            "tool_name": name,
+                            "status": "finished",
+                            "output": output,
+                        },
+                    )
+                )
+                inline.append(
+                    StoredMessage(
+                        role="tool",
+                        text=output,
+                        item={
+                            "kind": "scripted_tool_result",
+                            "tool_call_id": call_id,
+                            "text": output,
+                        },
+                    )
+                )
                 continue
-            deferred.append(ToolCall(
-                tool_call_id=call_id, tool_name=name, arguments=args, policy=policy,
-                reason=f"{name} is {policy.effect}",
-            ))
+            deferred.append(
+                ToolCall(
+                    tool_call_id=call_id,
+                    tool_name=name,
+                    arguments=args,
+                    policy=policy,
+                    reason=f"{name} is {policy.effect}",
+                )
+            )
         if not deferred:
             await self._pause(suffix)
             text = "done: " + "; ".join(m.text for m in inline)
@@ -159,9 +212,17 @@ class ScriptedRunner:
         return ToolCallsRequested(
             calls=tuple(deferred),
             run_state={"script": command},
-            messages=(*inline, StoredMessage(role="assistant", text=command, item={
-                "kind": "scripted_message", "text": command,
-            })),
+            messages=(
+                *inline,
+                StoredMessage(
+                    role="assistant",
+                    text=command,
+                    item={
+                        "kind": "scripted_message",
+                        "text": command,
+                    },
+                ),
+            ),
             usage=SEGMENT_USAGE,
         )
 
@@ -175,14 +236,21 @@ class ScriptedRunner:
         if notes:
             text += f" (after {len(notes)} failure note(s))"
         context.events.emit(AgentEvent(type="text_delta", data={"text": text}))
-        answer = StoredMessage(role="assistant", text=text, item={
-            "kind": "scripted_message", "text": text,
-        })
+        answer = StoredMessage(
+            role="assistant",
+            text=text,
+            item={
+                "kind": "scripted_message",
+                "text": text,
+            },
+        )
         return TurnCompleted(
             messages=(*messages, answer),
             final_text=text,
             usage=SEGMENT_USAGE,
-            metadata=ModelCallMetadata(request_model="scripted", response_model="scripted"),
+            metadata=ModelCallMetadata(
+                request_model="scripted", response_model="scripted"
+            ),
         )
 
     async def _pause(self, suffix: str) -> None:

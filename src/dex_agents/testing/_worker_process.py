@@ -48,7 +48,13 @@ class WorkerProcess:
         ready = self.workdir / f"worker-ready-{self.starts}"
         log = (self.workdir / f"worker-{self.starts}.log").open("wb")
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dex_agents.testing._worker_process", str(path), str(ready)],
+            [
+                sys.executable,
+                "-m",
+                "dex_agents.testing._worker_process",
+                str(path),
+                str(ready),
+            ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -98,7 +104,9 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
 
     flow = ledger_flow(config.flow)
     client = await Client.connect(
-        config.address, namespace=config.namespace, data_converter=pydantic_data_converter
+        config.address,
+        namespace=config.namespace,
+        data_converter=pydantic_data_converter,
     )
     store = SQLiteRuntimeStore(config.store_path)
     worker = create_worker(client, [flow], store=store)

@@ -1,0 +1,194 @@
+"""Drives `ClaudeAgentRunner` the way the session engine does, without Temporal.
+
+A turn calls `run_model`; a deferred call is approved or rejected, run through
+`execute_deferred_tool` and recorded; the next `run_model` resumes from the
+record; a completed turn's messages are committed after its prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from dex_agents._errors import ToolExecutionError
+from dex_agents.claude import ClaudeAgentRunner
+from dex_agents.session import (
+    AgentEvent,
+    DeferredToolExecution,
+    JsonObject,
+    ResumeState,
+    RunModelContext,
+    StoredMessage,
+    ToolCall,
+    ToolCallsRequested,
+    ToolEffect,
+    ToolPolicy,
+    ToolRecord,
+    TurnCompleted,
+    idempotency_key,
+)
+
+
+class RecordingSink:
+    """An EventSink that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[AgentEvent] = []
+
+    def emit(self, event: AgentEvent) -> None:
+        self.events.append(event)
+
+    def of_type(self, kind: str) -> list[AgentEvent]:
+        return [e for e in self.events if e.type == kind]
+
+
+class MemoryTranscript:
+    """The committed transcript of completed turns."""
+
+    def __init__(self) -> None:
+        self.committed: list[StoredMessage] = []
+
+    async def messages(self) -> list[StoredMessage]:
+        return list(self.committed)
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    message: str
+
+
+Approval = bool | Reject
+"""True approves, False or a `Reject` rejects (False with an empty message)."""
+
+
+@dataclass(kw_only=True)
+class TurnResult:
+    completed: TurnCompleted
+    segments: list[TurnCompleted | ToolCallsRequested] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    records: list[ToolRecord] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return self.completed.final_text
+
+
+def approve_all(_call: ToolCall) -> Approval:
+    return True
+
+
+class SessionDriver:
+    """One session's engine stand-in."""
+
+    def __init__(
+        self,
+        runner: ClaudeAgentRunner,
+        *,
+        session_id: str = "session-1",
+        tool_policies: dict[str, ToolPolicy] | None = None,
+        default_tool_effect: ToolEffect = "unclassified",
+    ) -> None:
+        self.runner = runner
+        self.session_id = session_id
+        self.tool_policies = dict(tool_policies or {})
+        self.default_tool_effect: ToolEffect = default_tool_effect
+        self.transcript = MemoryTranscript()
+        self.sink = RecordingSink()
+        self._turns = 0
+
+    def context(
+        self,
+        *,
+        turn_id: str,
+        step: int,
+        pending: Sequence[JsonObject],
+        resume: ResumeState | None,
+        attempt: int = 1,
+    ) -> RunModelContext:
+        return RunModelContext(
+            session_id=self.session_id,
+            flow_type="TestAgent",
+            turn_id=turn_id,
+            step_execution_id=f"{turn_id}/run_model-{step}",
+            attempt=attempt,
+            pending=tuple(pending),
+            transcript=self.transcript,
+            events=self.sink,
+            tool_policies=self.tool_policies,
+            default_tool_effect=self.default_tool_effect,
+            resume=resume,
+        )
+
+    async def turn(
+        self,
+        text: str,
+        *,
+        decide: Callable[[ToolCall], Approval] = approve_all,
+        max_segments: int = 8,
+    ) -> TurnResult:
+        self._turns += 1
+        turn_id = f"turn-{self._turns}"
+        item = self.runner.build_user_message(text)
+        resume: ResumeState | None = None
+        segments: list[TurnCompleted | ToolCallsRequested] = []
+        calls: list[ToolCall] = []
+        records: list[ToolRecord] = []
+        for step in range(1, max_segments + 1):
+            context = self.context(
+                turn_id=turn_id, step=step, pending=(item,), resume=resume
+            )
+            result = await self.runner.run_model(context)
+            segments.append(result)
+            if isinstance(result, TurnCompleted):
+                self.transcript.committed.extend(
+                    [StoredMessage(role="user", text=text, item=item), *result.messages]
+                )
+                return TurnResult(
+                    completed=result, segments=segments, calls=calls, records=records
+                )
+            assert len(result.calls) == 1, result.calls
+            call = result.calls[0]
+            calls.append(call)
+            record = await self.settle(turn_id, step, call, decide)
+            records.append(record)
+            resume = ResumeState(
+                run_state=result.run_state, messages=result.messages, records=(record,)
+            )
+        raise AssertionError(f"turn {turn_id} did not complete in {max_segments} segments")
+
+    async def settle(
+        self,
+        turn_id: str,
+        step: int,
+        call: ToolCall,
+        decide: Callable[[ToolCall], Approval],
+    ) -> ToolRecord:
+        base = {
+            "tool_call_id": call.tool_call_id,
+            "tool_name": call.tool_name,
+            "arguments": call.arguments,
+        }
+        if call.policy.needs_approval:
+            answer = decide(call)
+            if answer is not True:
+                message = answer.message if isinstance(answer, Reject) else ""
+                return ToolRecord(**base, status="rejected", rejection_message=message)
+        execution = DeferredToolExecution(
+            flow_id=self.session_id,
+            turn_id=turn_id,
+            tool_call_id=call.tool_call_id,
+            step_execution_id=f"{turn_id}/tool-{step}",
+            attempt=1,
+            idempotency_key=idempotency_key(self.session_id, turn_id, call.tool_call_id),
+        )
+        try:
+            outcome = await self.runner.execute_deferred_tool(call, execution)
+        except ToolExecutionError as e:
+            return ToolRecord(**base, status="failed", output=str(e), attempts=1)
+        return ToolRecord(
+            **base,
+            status="finished",
+            output=outcome.output,
+            attempts=1,
+            finished_by_resumed_turn=outcome.finished_by_resumed_turn,
+        )

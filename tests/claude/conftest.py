@@ -1,0 +1,70 @@
+import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from claude_agent_sdk import ClaudeAgentOptions
+
+from dex_agents.testing._hermetic import (
+    bundled_cli_path,
+    hermetic_cli_env,
+    is_scrubbed_variable,
+)
+from dex_agents.testing._mock_messages_api import MockMessagesApi
+from dex_agents.testing._refusing_proxy import RefusingProxy
+
+
+@dataclass(kw_only=True)
+class Hermetic:
+    """A mock Messages API, a refusing proxy and the CLI environment for both."""
+
+    api: MockMessagesApi
+    proxy: RefusingProxy
+    env: dict[str, str]
+    base: Path
+
+    def options(self, **overrides: object) -> ClaudeAgentOptions:
+        """Options for a hermetic real CLI in this test's working directory."""
+        cwd = self.base / "cwd"
+        cwd.mkdir(exist_ok=True)
+        values: dict[str, object] = {
+            "tools": [],
+            "setting_sources": [],
+            "cwd": str(cwd),
+            "env": dict(self.env),
+        }
+        values.update(overrides)
+        return ClaudeAgentOptions(**values)  # pyright: ignore[reportArgumentType]
+
+
+def _require_real_cli() -> None:
+    if bundled_cli_path() is None:
+        if os.environ.get("DEX_AGENTS_REAL_CLI_REQUIRED") == "1":
+            pytest.fail("the bundled Claude Code CLI is missing")
+        pytest.skip("the bundled Claude Code CLI is missing")
+
+
+@pytest.fixture
+def scrubbed_environ(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drop credentials, settings and proxies the SDK would merge into the CLI env."""
+    for name in list(os.environ):
+        if is_scrubbed_variable(name):
+            monkeypatch.delenv(name)
+
+
+@pytest_asyncio.fixture
+async def hermetic(
+    tmp_path: Path, scrubbed_environ: None
+) -> AsyncIterator[Hermetic]:
+    _require_real_cli()
+    async with MockMessagesApi() as api, RefusingProxy() as proxy:
+        yield Hermetic(
+            api=api,
+            proxy=proxy,
+            env=hermetic_cli_env(tmp_path, api=api, proxy=proxy),
+            base=tmp_path,
+        )
+        assert api.unserved == [], api.unserved
+        assert proxy.attempts == [], proxy.attempts
