@@ -154,7 +154,9 @@ class SessionDriver:
             resume = ResumeState(
                 run_state=result.run_state, messages=result.messages, records=(record,)
             )
-        raise AssertionError(f"turn {turn_id} did not complete in {max_segments} segments")
+        raise AssertionError(
+            f"turn {turn_id} did not complete in {max_segments} segments"
+        )
 
     async def settle(
         self,
@@ -179,7 +181,9 @@ class SessionDriver:
             tool_call_id=call.tool_call_id,
             step_execution_id=f"{turn_id}/tool-{step}",
             attempt=1,
-            idempotency_key=idempotency_key(self.session_id, turn_id, call.tool_call_id),
+            idempotency_key=idempotency_key(
+                self.session_id, turn_id, call.tool_call_id
+            ),
         )
         try:
             outcome = await self.runner.execute_deferred_tool(call, execution)

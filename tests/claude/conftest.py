@@ -55,9 +55,7 @@ def scrubbed_environ(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest_asyncio.fixture
-async def hermetic(
-    tmp_path: Path, scrubbed_environ: None
-) -> AsyncIterator[Hermetic]:
+async def hermetic(tmp_path: Path, scrubbed_environ: None) -> AsyncIterator[Hermetic]:
     _require_real_cli()
     async with MockMessagesApi() as api, RefusingProxy() as proxy:
         yield Hermetic(

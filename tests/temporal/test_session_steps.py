@@ -142,3 +142,29 @@ async def test_events_can_be_followed_while_the_turn_runs(harness: Harness) -> N
     }
     assert [d.seq for d in deltas] == sorted(d.seq for d in deltas)
     assert seen[0].type == "turn_started"
+
+
+async def test_spend_limit_fails_the_next_segment(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    from dataclasses import replace
+
+    from dex_agents.temporal import create_agent_session_flow
+
+    base = ledger_flow(make_config(tmp_path, flow_type))
+    flow = create_agent_session_flow(
+        base.runner, flow_type, replace(base.options, spend_limit=0.0015)
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("spend", initial_message="say one")
+        await sessions.wait_for_idle("spend")
+        await sessions.send_user_message("spend", "say two")  # 0.001 spent: still under
+        await sessions.wait_for_idle("spend")
+        await sessions.send_user_message("spend", "say three")  # 0.002 spent: over
+        snap = await sessions.wait_for_idle("spend")
+    await store.close()
+    assert [t.status for t in snap.turns] == ["completed", "completed", "failed"]
+    assert "spend limit reached" in (snap.turns[2].error or "")
+    assert snap.usage.model_calls == 2

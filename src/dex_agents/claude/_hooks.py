@@ -281,7 +281,7 @@ class ToolPermissions:
         if data.get("agent_id"):
             self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
             return _output("deny", subagent_text(display), outcome=outcome)
-        requires_approval = policy.needs_approval or asks
+        requires_approval = policy.requires_approval or asks
         call = ToolCall(
             tool_call_id=call_id,
             tool_name=display,

@@ -36,7 +36,6 @@ from ._runner import (
 from ._usage import ModelCallMetadata, Usage
 
 __all__ = [
-    "TOOL_EFFECTS",
     "AgentEvent",
     "AgentEventType",
     "AgentFrameworkRunner",
@@ -52,6 +51,7 @@ __all__ = [
     "RunModelContext",
     "RunModelResult",
     "StoredMessage",
+    "TOOL_EFFECTS",
     "ToolCall",
     "ToolCallsRequested",
     "ToolEffect",
