@@ -70,7 +70,8 @@ async def test_recorded_history_replays(name: str, tmp_path: Path) -> None:
     path = HISTORIES / f"{name}.json"
     history = WorkflowHistory.from_json(f"replay-{name}", path.read_text())
     replayer = Replayer(
-        workflows=[_flow(tmp_path).workflow_class], data_converter=pydantic_data_converter
+        workflows=[_flow(tmp_path).workflow_class],
+        data_converter=pydantic_data_converter,
     )
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

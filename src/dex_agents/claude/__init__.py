@@ -22,13 +22,13 @@ from ._transcript import CLAUDE_TRANSCRIPT_ITEM_KIND, USER_PROMPT_ITEM_KIND
 __all__ = [
     "APPROVED_CLI_TOOL_OUTPUT",
     "CLAUDE_TRANSCRIPT_ITEM_KIND",
-    "DEFAULT_CUSTOM_TOOL_SERVER_NAME",
-    "USER_PROMPT_ITEM_KIND",
     "ClaudeAgentDefinition",
     "ClaudeAgentOptionsContext",
     "ClaudeAgentOptionsFactory",
     "ClaudeAgentRunner",
     "ClaudeCodeToolDenial",
     "ClaudeCodeToolPermission",
+    "DEFAULT_CUSTOM_TOOL_SERVER_NAME",
+    "USER_PROMPT_ITEM_KIND",
     "current_deferred_tool_execution",
 ]

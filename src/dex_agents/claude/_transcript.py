@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from claude_agent_sdk import SessionKey, SessionStoreEntry
+from claude_agent_sdk import SessionKey, SessionStore, SessionStoreEntry
 
 from ..session import JsonObject, StoredMessage
 
@@ -43,7 +43,7 @@ def kept_entries(entries: Iterable[JsonObject]) -> list[JsonObject]:
     return [e for e in entries if e.get("type") not in _DROPPED_ENTRY_TYPES]
 
 
-class ClaudeTranscriptStore:
+class ClaudeTranscriptStore(SessionStore):
     """A `claude_agent_sdk.SessionStore` over one segment's view of the transcript.
 
     `committed` are the entries of the Claude session `session_id` that the
@@ -51,7 +51,8 @@ class ClaudeTranscriptStore:
     transcript under any project key, so a changed `cwd` still finds them.
     Everything else behaves as a plain in-memory store: appended entries are
     kept per key, in call order, and returned by `load` after the committed
-    ones.
+    ones. The optional `SessionStore` methods stay unimplemented: a segment
+    only loads and mirrors one session.
     """
 
     def __init__(
@@ -72,10 +73,13 @@ class ClaudeTranscriptStore:
         appended = self._appended.get(_key(key))
         committed: list[SessionStoreEntry] = []
         if key["session_id"] == self._session_id and not key.get("subpath"):
-            committed = cast(list[SessionStoreEntry], kept_entries(self._committed))
+            committed = cast(list[SessionStoreEntry], self._committed)
         if appended is None and not committed:
             return None
-        return [*committed, *(appended or [])]
+        return cast(
+            list[SessionStoreEntry],
+            kept_entries(cast(list[JsonObject], [*committed, *(appended or [])])),
+        )
 
     def segment_entries(self, session_id: str) -> list[JsonObject]:
         """What the CLI mirrored this segment for `session_id`'s main transcript."""

@@ -79,7 +79,7 @@ async def start_agent_session(
 
 
 async def send_user_message(
-    client: Client, flow: AgentSessionFlow, session_id: str, text: str
+    client: Client, flow: AgentSessionFlow | None, session_id: str, text: str
 ) -> bool:
     """Send a user message to a running session; True once it is queued for a turn."""
     del flow  # the session's workflow knows its flow; kept for a uniform signature
@@ -93,7 +93,7 @@ async def send_user_message(
 
 async def resolve_interrupt(
     client: Client,
-    flow: AgentSessionFlow,
+    flow: AgentSessionFlow | None,
     session_id: str,
     *,
     interrupt_id: str,
@@ -124,7 +124,7 @@ async def resolve_interrupt(
 
 async def get_agent_snapshot(
     client: Client,
-    flow: AgentSessionFlow,
+    flow: AgentSessionFlow | None,
     session_id: str,
     *,
     store: RuntimeStore | None = None,
@@ -157,7 +157,7 @@ async def get_agent_snapshot(
 
 async def wait_for_idle(
     client: Client,
-    flow: AgentSessionFlow,
+    flow: AgentSessionFlow | None,
     session_id: str,
     *,
     store: RuntimeStore | None = None,

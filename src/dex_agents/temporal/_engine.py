@@ -103,12 +103,15 @@ _TRUTHY = frozenset({"1", "true", "yes", "on"})
 _FALSY = frozenset({"", "0", "false", "no", "off"})
 
 
-def resolve_state_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:
-    """Return the state directory, creating it if missing.
+def resolve_state_dir(
+    state_dir: str | os.PathLike[str] | None = None, *, create: bool = True
+) -> Path:
+    """Return the state directory, creating it if missing (unless `create=False`).
 
     The argument wins, then `DEX_AGENTS_STATE_DIR`, then `.dex-agents/` in the
     working directory, so a project keeps its sessions next to its code by default
-    and a deployment can move them with one variable.
+    and a deployment can move them with one variable. Readers that only look for
+    a running server pass `create=False`, so they leave no empty directory behind.
     """
     if state_dir is not None:
         path = Path(state_dir)
@@ -117,6 +120,8 @@ def resolve_state_dir(state_dir: str | os.PathLike[str] | None = None) -> Path:
     else:
         path = Path.cwd() / _DEFAULT_STATE_DIR
     path = path.expanduser().resolve()
+    if not create:
+        return path
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -1,0 +1,330 @@
+"""How a command finds the engine, the runtime store and a session.
+
+The engine is, in order: `--address`/`--namespace` (or `DEX_AGENTS_TEMPORAL_ADDRESS`
+with the other `DEX_AGENTS_TEMPORAL_*` variables for TLS and API key), else the dev
+server recorded in the state directory's `engine.json`. Only `dev` starts a
+server: every other command reuses a running one, so a read never leaves a server
+behind and never fights `dev` over the SQLite file.
+
+The runtime store is `<state_dir>/runtime.sqlite` unless `--store` says otherwise.
+Read commands do not create it: a missing file is a store without sessions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client, WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from ..stores import SQLiteRuntimeStore
+from ..temporal import EngineConfig, open_engine, resolve_state_dir
+from ._errors import CommandError
+
+STORE_FILE = "runtime.sqlite"
+_RECORD_FILE = "engine.json"
+_CONNECT_TIMEOUT = timedelta(seconds=5)
+_POLLER_FRESHNESS = timedelta(seconds=90)
+"""A worker re-polls at least once a minute (Temporal's long-poll limit), so a
+poller last seen longer ago than this has stopped."""
+
+START_HINT = (
+    "start one with `dex-agents dev --agent module:flow` (server and worker), or "
+    "pass `--address host:port` for a running cluster"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Target:
+    """Where a command looks for the engine and the runtime store."""
+
+    state_dir: Path
+    address: str | None
+    namespace: str
+    store_path: Path
+
+
+def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add `--state-dir`, `--address`, `--namespace`, `--store`; pass a `target`."""
+
+    @click.option(
+        "--store",
+        "store",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="DEX_AGENTS_STORE",
+        show_envvar=True,
+        help="Runtime store (SQLite file). Default: <state dir>/runtime.sqlite.",
+    )
+    @click.option(
+        "--namespace",
+        envvar="DEX_AGENTS_TEMPORAL_NAMESPACE",
+        show_envvar=True,
+        default="default",
+        show_default=True,
+        help="Temporal namespace of the sessions.",
+    )
+    @click.option(
+        "--address",
+        envvar="DEX_AGENTS_TEMPORAL_ADDRESS",
+        show_envvar=True,
+        help="host:port of a Temporal cluster (TLS and API key from "
+        "DEX_AGENTS_TEMPORAL_TLS / _API_KEY). Default: the state directory's dev "
+        "server.",
+    )
+    @click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="DEX_AGENTS_STATE_DIR",
+        show_envvar=True,
+        help="State directory of the embedded engine. Default: ./.dex-agents",
+    )
+    @functools.wraps(command)
+    def wrapper(
+        *args: Any,
+        state_dir: Path | None,
+        address: str | None,
+        namespace: str,
+        store: Path | None,
+        **kwargs: Any,
+    ) -> Any:
+        directory = resolve_state_dir(state_dir, create=False)
+        target = Target(
+            state_dir=directory,
+            address=address.strip() if address and address.strip() else None,
+            namespace=namespace,
+            store_path=(store or directory / STORE_FILE).expanduser().resolve(),
+        )
+        return command(*args, target=target, **kwargs)
+
+    return wrapper
+
+
+@dataclass(frozen=True, kw_only=True)
+class Connection:
+    """A connected client and a description of what it reached, for messages."""
+
+    client: Client
+    address: str
+    namespace: str
+    where: str
+    """`dev server (pid 12, state dir …)` or `cluster`: said in banners and errors."""
+
+
+async def connect(target: Target) -> Connection:
+    """Connect to the configured cluster, or to the state directory's dev server.
+
+    Raises:
+        CommandError: nothing answers; the message says how to start a server.
+    """
+    config = EngineConfig.from_env()
+    if target.address is not None:
+        base = config or EngineConfig(address=target.address)
+        config = dataclasses.replace(
+            base, address=target.address, namespace=target.namespace
+        )
+    if config is not None:
+        config = dataclasses.replace(config, connect_timeout=_CONNECT_TIMEOUT)
+        engine = await open_engine(config).start()
+        return Connection(
+            client=await engine.client(),
+            address=config.address,
+            namespace=config.namespace,
+            where="cluster",
+        )
+    return await _connect_dev_server(target)
+
+
+async def _connect_dev_server(target: Target) -> Connection:
+    record_path = target.state_dir / _RECORD_FILE
+    record = _read_record(record_path)
+    if record is None:
+        raise CommandError(
+            f"no Temporal server is running for state directory "
+            f"{str(target.state_dir)!r}; {START_HINT}"
+        )
+    address, pid, namespaces = record
+    if not _pid_alive(pid):
+        raise CommandError(
+            f"the Temporal dev server of {str(target.state_dir)!r} (pid {pid}) has "
+            f"exited; {START_HINT}"
+        )
+    if target.namespace not in namespaces:
+        raise CommandError(
+            f"the dev server on {address} serves namespaces {list(namespaces)!r}, "
+            f"not {target.namespace!r}; pass `--namespace` with one of them"
+        )
+    config = EngineConfig(
+        address=address, namespace=target.namespace, connect_timeout=_CONNECT_TIMEOUT
+    )
+    engine = open_engine(config)
+    try:
+        await engine.start()
+    except Exception as err:
+        raise CommandError(
+            f"the dev server of {str(target.state_dir)!r} (pid {pid}, {address}) does "
+            "not answer; stop `dex-agents dev` and start it again"
+        ) from err
+    return Connection(
+        client=await engine.client(),
+        address=address,
+        namespace=target.namespace,
+        where=f"dev server (pid {pid}, state dir {target.state_dir})",
+    )
+
+
+def _read_record(path: Path) -> tuple[str, int, tuple[str, ...]] | None:
+    """Address, pid and namespaces from `engine.json` (see `dex_agents.temporal`)."""
+    try:
+        data = json.loads(path.read_text())
+        return (
+            str(data["address"]),
+            int(data["pid"]),
+            tuple(str(n) for n in data["namespaces"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+async def open_store(target: Target, *, create: bool = False) -> SQLiteRuntimeStore:
+    """The runtime store; without `create`, a missing file is an error to handle.
+
+    Raises:
+        CommandError: the file is missing and `create` is False.
+    """
+    if not create and not target.store_path.exists():
+        raise CommandError(
+            f"no runtime store at {str(target.store_path)!r}; pass `--store` (or "
+            "`--state-dir`) where the worker writes it"
+        )
+    return await SQLiteRuntimeStore.open(target.store_path)
+
+
+def store_exists(target: Target) -> bool:
+    """Whether the runtime store file exists (read commands treat none as empty)."""
+    return target.store_path.exists()
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionInfo:
+    """What Temporal knows about a session's workflow: enough to act without `--agent`."""
+
+    session_id: str
+    flow_type: str
+    task_queue: str
+    status: str
+    """Temporal's execution status, e.g. `RUNNING` or `TERMINATED`."""
+
+    @property
+    def running(self) -> bool:
+        """Whether the workflow can still take messages and approvals."""
+        return self.status == "RUNNING"
+
+
+async def describe_session(client: Client, session_id: str) -> SessionInfo | None:
+    """The session's workflow type, task queue and status, or None if unknown."""
+    try:
+        description = await client.get_workflow_handle(session_id).describe(
+            rpc_timeout=_CONNECT_TIMEOUT
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise
+    status = description.status
+    return SessionInfo(
+        session_id=session_id,
+        flow_type=description.workflow_type,
+        task_queue=description.task_queue,
+        status=status.name
+        if isinstance(status, WorkflowExecutionStatus)
+        else "UNKNOWN",
+    )
+
+
+async def require_session(conn: Connection, session_id: str) -> SessionInfo:
+    """The running session `session_id`.
+
+    Raises:
+        CommandError: no such session, or it has ended.
+    """
+    info = await describe_session(conn.client, session_id)
+    if info is None:
+        raise unknown_session(session_id, conn)
+    if not info.running:
+        raise CommandError(
+            f"session {session_id!r} has ended (its workflow is {info.status}); it "
+            "takes no more messages or approvals"
+        )
+    return info
+
+
+def unknown_session(session_id: str, conn: Connection | None = None) -> CommandError:
+    """The error for a session ID that neither Temporal nor the store knows."""
+    where = f" on {conn.address} (namespace {conn.namespace})" if conn else ""
+    return CommandError(
+        f"unknown session {session_id!r}{where}; list sessions with "
+        "`dex-agents sessions`"
+    )
+
+
+async def worker_seen(client: Client, task_queue: str) -> bool:
+    """Whether a worker polled `task_queue` recently.
+
+    Temporal lists pollers for minutes after they stop, so only recent polls
+    count. A worker that stopped under a minute ago still counts: callers keep
+    a deadline on the RPC itself too.
+    """
+    response = await client.workflow_service.describe_task_queue(
+        DescribeTaskQueueRequest(
+            namespace=client.namespace,
+            task_queue=TaskQueue(name=task_queue),
+            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+        ),
+        timeout=_CONNECT_TIMEOUT,
+    )
+    now = datetime.now(UTC)
+    return any(
+        now - p.last_access_time.ToDatetime(tzinfo=UTC) < _POLLER_FRESHNESS
+        for p in response.pollers
+    )
+
+
+def no_worker(flow_type: str, task_queue: str) -> CommandError:
+    """The error for a session whose flow no worker serves."""
+    return CommandError(
+        f"no worker is serving flow {flow_type!r} (task queue {task_queue!r}); start "
+        "one with `dex-agents worker --agent module:flow` (or `dex-agents dev "
+        "--agent module:flow`) and try again"
+    )
+
+
+async def require_worker(client: Client, flow_type: str, task_queue: str) -> None:
+    """Fail fast when no worker serves the flow, instead of waiting forever.
+
+    Raises:
+        CommandError: no worker polled the task queue recently.
+    """
+    if not await worker_seen(client, task_queue):
+        raise no_worker(flow_type, task_queue)
