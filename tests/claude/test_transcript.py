@@ -1,5 +1,6 @@
-from typing import Any
+from typing import Any, cast
 
+from claude_agent_sdk import SessionStore
 from claude_agent_sdk.testing import run_session_store_conformance
 
 from dex_agents.claude import CLAUDE_TRANSCRIPT_ITEM_KIND
@@ -14,7 +15,10 @@ from dex_agents.session import StoredMessage
 
 
 async def test_conformance() -> None:
-    await run_session_store_conformance(ClaudeTranscriptStore)
+    # Duck-typed: the optional SessionStore methods are deliberately absent.
+    await run_session_store_conformance(
+        lambda: cast(SessionStore, ClaudeTranscriptStore())
+    )
 
 
 async def test_committed_entries_serve_any_project_key_without_last_prompt() -> None:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 from session_harness import Harness
 
-from dex_agents import UnknownInterruptError
+from dex_agents import AgentSessionOptions, UnknownInterruptError, UserError
+from dex_agents.temporal import create_agent_session_flow
+from dex_agents.testing import ScriptedRunner
 
 
 async def test_say_turn_completes_and_snapshot_holds_messages(harness: Harness) -> None:
@@ -98,3 +100,56 @@ async def test_approved_write_runs_once_with_idempotency_key(harness: Harness) -
     assert snap.turns[0].final_text == "done: create_refund=refunded order 9"
     (row,) = harness.ledger.entries("create_refund")
     assert row["key"] == f"{sid}/turn-1/{interrupt.tool_call_id}"
+
+
+async def test_later_call_of_a_reply_is_skipped_after_a_rejection(
+    harness: Harness,
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid,
+        initial_message='call create_refund {"orderId": "1"} && call create_refund {"orderId": "2"}',
+    )
+    (first,) = (await harness.sessions.wait_for_idle(sid)).pending_interrupts
+    assert first.arguments == {"orderId": "1"}
+    await harness.sessions.resolve_interrupt(sid, first.interrupt_id, approved=False)
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert [r.status for r in snap.turns[0].tool_calls] == ["rejected", "skipped"]
+    assert harness.ledger.count("create_refund_started") == 0
+
+
+async def test_two_approved_writes_of_one_reply_run_in_order(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid,
+        initial_message='call create_refund {"orderId": "1"} && call create_refund {"orderId": "2"}',
+    )
+    for _ in range(2):
+        (pending,) = (await harness.sessions.wait_for_idle(sid)).pending_interrupts
+        await harness.sessions.resolve_interrupt(
+            sid, pending.interrupt_id, approved=True
+        )
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert [r.status for r in snap.turns[0].tool_calls] == ["finished", "finished"]
+    assert [e["order_id"] for e in harness.ledger.entries("create_refund")] == [
+        "1",
+        "2",
+    ]
+
+
+async def test_empty_user_message_is_a_clear_error_that_writes_nothing(
+    harness: Harness,
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid)
+    before = await harness.sessions.wait_for_idle(sid)
+    with pytest.raises(UserError, match="non-empty string"):
+        await harness.sessions.send_user_message(sid, "   ")
+    assert (await harness.sessions.snapshot(sid)).version == before.version
+
+
+def test_compaction_is_refused_by_a_runner_that_cannot_compact() -> None:
+    with pytest.raises(UserError, match="cannot compact"):
+        create_agent_session_flow(
+            ScriptedRunner(), "NoCompaction", AgentSessionOptions(compaction=object())
+        )
