@@ -17,6 +17,7 @@ from ._definition import (
     ClaudeCodeToolPermission,
 )
 from ._runner import APPROVED_CLI_TOOL_OUTPUT, ClaudeAgentRunner
+from ._session_flow import create_claude_agent_session_flow
 from ._transcript import CLAUDE_TRANSCRIPT_ITEM_KIND, USER_PROMPT_ITEM_KIND
 
 __all__ = [
@@ -30,5 +31,6 @@ __all__ = [
     "ClaudeCodeToolPermission",
     "DEFAULT_CUSTOM_TOOL_SERVER_NAME",
     "USER_PROMPT_ITEM_KIND",
+    "create_claude_agent_session_flow",
     "current_deferred_tool_execution",
 ]
