@@ -51,7 +51,9 @@ def _ledger() -> sqlite3.Connection:
 def refunds() -> list[tuple[str, str]]:
     """Every refund row: (order_id, idempotency_key)."""
     with _ledger() as db:
-        return list(db.execute("SELECT order_id, idempotency_key FROM refunds ORDER BY rowid"))
+        return list(
+            db.execute("SELECT order_id, idempotency_key FROM refunds ORDER BY rowid")
+        )
 
 
 @tool(

@@ -50,6 +50,8 @@ async def claude_rig(
         sys.modules.pop("support_agent", None)
         import support_agent
 
-        yield ClaudeRig(api=api, proxy=proxy, env=env, tmp=tmp_path, example=support_agent)
+        yield ClaudeRig(
+            api=api, proxy=proxy, env=env, tmp=tmp_path, example=support_agent
+        )
         assert api.unserved == [], api.unserved
         assert proxy.attempts == [], proxy.attempts

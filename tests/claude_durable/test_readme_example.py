@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from conftest import ClaudeRig
 from temporalio.client import Client
 
+from conftest import ClaudeRig
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 
@@ -29,11 +29,16 @@ async def test_support_agent_example(claude_rig: ClaudeRig, client: Client) -> N
         )
         snap = await sessions.wait_for_idle(sid)
         (interrupt,) = snap.pending_interrupts
-        assert (interrupt.tool_name, interrupt.effect) == ("create_refund", "non_idempotent_write")
+        assert (interrupt.tool_name, interrupt.effect) == (
+            "create_refund",
+            "non_idempotent_write",
+        )
         assert interrupt.arguments == {"orderId": "7"}
         assert claude_rig.example.refunds() == []
         for pending in snap.pending_interrupts:
-            assert await sessions.resolve_interrupt(sid, pending.interrupt_id, approved=True)
+            assert await sessions.resolve_interrupt(
+                sid, pending.interrupt_id, approved=True
+            )
         snap = await sessions.wait_for_idle(sid)
         assert snap.turns[1].status == "completed", snap.turns[1].error
         assert "refunded order 7" in snap.turns[1].final_text

@@ -7,6 +7,8 @@ names the engine address, namespace, runtime store file and the ledger flow.
 from __future__ import annotations
 
 import asyncio
+import importlib
+import importlib.util
 import json
 import os
 import signal
@@ -14,9 +16,13 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Self
+from typing import TYPE_CHECKING, Self
 
+from .._errors import UserError
 from ._ledger_flow import LedgerFlowConfig
+
+if TYPE_CHECKING:
+    from ..temporal import AgentSessionFlow as AgentSessionFlowType
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,7 +32,10 @@ class WorkerProcessConfig:
     address: str
     namespace: str
     store_path: str
-    flow: LedgerFlowConfig
+    flow: LedgerFlowConfig | None = None
+    """A scripted ledger flow to serve, or"""
+    flow_ref: str | None = None
+    """`module:attr` (or `path/file.py:attr`) naming an `AgentSessionFlow` to serve."""
 
 
 class WorkerProcess:
@@ -34,9 +43,16 @@ class WorkerProcess:
 
     __test__ = False
 
-    def __init__(self, config: WorkerProcessConfig, workdir: Path) -> None:
+    def __init__(
+        self,
+        config: WorkerProcessConfig,
+        workdir: Path,
+        *,
+        env: dict[str, str] | None = None,
+    ) -> None:
         self.config = config
         self.workdir = workdir
+        self.env = env
         self.process: subprocess.Popen[bytes] | None = None
         self.starts = 0
 
@@ -57,6 +73,7 @@ class WorkerProcess:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=self.env,
         )
         for _ in range(600):
             if ready.exists():
@@ -102,7 +119,11 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     from ..temporal import create_worker
     from ._ledger_flow import ledger_flow
 
-    flow = ledger_flow(config.flow)
+    flow = (
+        ledger_flow(config.flow)
+        if config.flow is not None
+        else load_flow(config.flow_ref)
+    )
     client = await Client.connect(
         config.address,
         namespace=config.namespace,
@@ -118,10 +139,38 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     await store.close()
 
 
+def load_flow(ref: str | None) -> AgentSessionFlowType:
+    """Import `module:attr` or `path/to/file.py:attr` and return the flow it names."""
+    if not ref or ":" not in ref:
+        raise UserError(f"flow reference {ref!r} must look like `module:attr`")
+    module_name, _, attr = ref.rpartition(":")
+    if module_name.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(
+            Path(module_name).stem, module_name
+        )
+        if spec is None or spec.loader is None:
+            raise UserError(f"cannot load {module_name!r}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(module_name)
+    from ..temporal import AgentSessionFlow
+
+    value = getattr(module, attr)
+    flow = value() if callable(value) else value
+    if not isinstance(flow, AgentSessionFlow):
+        raise UserError(
+            f"{ref!r} is a {type(flow).__name__}, not an `AgentSessionFlow`"
+        )
+    return flow
+
+
 def main() -> None:
     """Entry point of the worker subprocess."""
     raw = json.loads(Path(sys.argv[1]).read_text())
-    raw["flow"] = LedgerFlowConfig(**raw["flow"])
+    if raw.get("flow") is not None:
+        raw["flow"] = LedgerFlowConfig(**raw["flow"])
     asyncio.run(_serve(WorkerProcessConfig(**raw), Path(sys.argv[2])))
 
 
