@@ -44,7 +44,7 @@ def _cli_processes_in(cwd: Path) -> list[int]:
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             try:
-                if Path(os.readlink(entry / "cwd")) == cwd:
+                if (entry / "cwd").readlink() == cwd:
                     pids.append(int(entry.name))
             except OSError:
                 continue
