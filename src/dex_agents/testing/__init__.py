@@ -1,5 +1,6 @@
 """Public test kit: a scripted runner, a ledger, worker subprocesses, and a scripted Messages API."""
 
+from ._hermetic import bundled_cli_path, hermetic_cli_env
 from ._ledger import Ledger
 from ._ledger_flow import (
     LEDGER_TOOL_POLICIES,
@@ -7,6 +8,8 @@ from ._ledger_flow import (
     ledger_flow,
     ledger_tools,
 )
+from ._mock_messages_api import MockMessagesApi, RecordedRequest
+from ._refusing_proxy import RefusingProxy
 from ._scripted_runner import ScriptedRunner, ScriptedTool
 from ._worker_process import WorkerProcess, WorkerProcessConfig
 
@@ -14,10 +17,15 @@ __all__ = [
     "LEDGER_TOOL_POLICIES",
     "Ledger",
     "LedgerFlowConfig",
+    "MockMessagesApi",
+    "RecordedRequest",
+    "RefusingProxy",
     "ScriptedRunner",
     "ScriptedTool",
     "WorkerProcess",
     "WorkerProcessConfig",
+    "bundled_cli_path",
+    "hermetic_cli_env",
     "ledger_flow",
     "ledger_tools",
 ]
