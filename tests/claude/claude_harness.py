@@ -9,9 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, ToolAnnotations, tool
 
 from dex_agents._errors import ToolExecutionError
-from dex_agents.claude import ClaudeAgentRunner
+from dex_agents.claude import (
+    ClaudeAgentDefinition,
+    ClaudeAgentRunner,
+    current_deferred_tool_execution,
+)
 from dex_agents.session import (
     AgentEvent,
     DeferredToolExecution,
@@ -27,6 +35,8 @@ from dex_agents.session import (
     TurnCompleted,
     idempotency_key,
 )
+from dex_agents.testing._mock_messages_api import MockMessagesApi
+from dex_agents.testing._refusing_proxy import RefusingProxy
 
 
 class RecordingSink:
@@ -196,3 +206,69 @@ class SessionDriver:
             attempts=1,
             finished_by_resumed_turn=outcome.finished_by_resumed_turn,
         )
+
+
+@dataclass(kw_only=True)
+class Hermetic:
+    """A mock Messages API, a refusing proxy and the CLI environment for both."""
+
+    api: MockMessagesApi
+    proxy: RefusingProxy
+    env: dict[str, str]
+    base: Path
+
+    def options(self, **overrides: object) -> ClaudeAgentOptions:
+        """Options for a hermetic real CLI in this test's working directory."""
+        cwd = self.base / "cwd"
+        cwd.mkdir(exist_ok=True)
+        values: dict[str, object] = {
+            "tools": [],
+            "setting_sources": [],
+            "cwd": str(cwd),
+            "env": dict(self.env),
+        }
+        values.update(overrides)
+        # Overrides are ClaudeAgentOptions fields; the kwargs are not typed per field.
+        return ClaudeAgentOptions(**values)  # pyright: ignore[reportArgumentType]
+
+
+class Ledger:
+    """Counts tool runs and what they saw."""
+
+    def __init__(self) -> None:
+        self.lookups: list[dict[str, Any]] = []
+        self.refunds: list[dict[str, Any]] = []
+        self.executions: list[DeferredToolExecution | None] = []
+
+    def tools(self) -> list[SdkMcpTool[Any]]:
+        @tool(
+            "lookup_order",
+            "Look up an order",
+            {"orderId": str},
+            annotations=ToolAnnotations(readOnlyHint=True),
+        )
+        async def lookup_order(args: dict[str, Any]) -> dict[str, Any]:
+            self.lookups.append(args)
+            text = f"order {args['orderId']}: broken"
+            return {"content": [{"type": "text", "text": text}]}
+
+        @tool("create_refund", "Refund an order", {"orderId": str})
+        async def create_refund(args: dict[str, Any]) -> dict[str, Any]:
+            self.refunds.append(args)
+            self.executions.append(current_deferred_tool_execution())
+            text = f"refunded {args['orderId']}"
+            return {"content": [{"type": "text", "text": text}]}
+
+        return [lookup_order, create_refund]
+
+
+def runner_for(
+    hermetic: Hermetic, ledger: Ledger | None = None, **options: object
+) -> ClaudeAgentRunner:
+    return ClaudeAgentRunner(
+        ClaudeAgentDefinition(
+            options=hermetic.options(**options),
+            custom_tools=(ledger or Ledger()).tools(),
+            tool_policies={"create_refund": ToolPolicy(effect="non_idempotent_write")},
+        )
+    )

@@ -1,11 +1,10 @@
 import os
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from claude_agent_sdk import ClaudeAgentOptions
+from claude_harness import Hermetic
 
 from dex_agents.testing._hermetic import (
     bundled_cli_path,
@@ -14,29 +13,6 @@ from dex_agents.testing._hermetic import (
 )
 from dex_agents.testing._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
-
-
-@dataclass(kw_only=True)
-class Hermetic:
-    """A mock Messages API, a refusing proxy and the CLI environment for both."""
-
-    api: MockMessagesApi
-    proxy: RefusingProxy
-    env: dict[str, str]
-    base: Path
-
-    def options(self, **overrides: object) -> ClaudeAgentOptions:
-        """Options for a hermetic real CLI in this test's working directory."""
-        cwd = self.base / "cwd"
-        cwd.mkdir(exist_ok=True)
-        values: dict[str, object] = {
-            "tools": [],
-            "setting_sources": [],
-            "cwd": str(cwd),
-            "env": dict(self.env),
-        }
-        values.update(overrides)
-        return ClaudeAgentOptions(**values)  # pyright: ignore[reportArgumentType]
 
 
 def _require_real_cli() -> None:

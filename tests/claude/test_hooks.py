@@ -3,7 +3,13 @@
 from typing import Any
 
 import pytest
-from claude_agent_sdk import HookMatcher, ToolAnnotations, ToolPermissionContext, tool
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    HookMatcher,
+    ToolAnnotations,
+    ToolPermissionContext,
+    tool,
+)
 from claude_harness import SessionDriver
 
 from dex_agents.claude import (
@@ -32,7 +38,7 @@ TOOLS = {t.name: CustomTool.from_sdk(t) for t in (lookup, refund)}
 
 
 def make_context() -> tuple[RunModelContext, SessionDriver]:
-    runner = ClaudeAgentRunner(ClaudeAgentDefinition(options=lambda _c: None))  # pyright: ignore[reportArgumentType]
+    runner = ClaudeAgentRunner(ClaudeAgentDefinition(options=ClaudeAgentOptions()))
     driver = SessionDriver(runner)
     return driver.context(turn_id="turn-1", step=1, pending=(), resume=None), driver
 
@@ -91,6 +97,11 @@ async def decide(
     return output["hookSpecificOutput"]
 
 
+def kind_of(gate: ToolCallGate, call_id: str) -> str | None:
+    decision = gate.decision(call_id)
+    return None if decision is None else decision.kind
+
+
 def ctx(call_id: str) -> ToolPermissionContext:
     return ToolPermissionContext(tool_use_id=call_id)
 
@@ -132,7 +143,7 @@ async def test_a_second_decision_for_one_id_is_refused() -> None:
     await decide(p, "mcp__tools__lookup", {"id": "1"}, "a")
     again = await decide(p, "mcp__tools__lookup", {"id": "1"}, "a")
     assert again["permissionDecision"] == "deny"
-    assert gate.decision("a") is not None and gate.decision("a").kind == "allow"  # pyright: ignore[reportOptionalMemberAccess]
+    assert kind_of(gate, "a") == "allow"
 
 
 async def test_unknown_tool_of_the_server_is_denied() -> None:
@@ -192,7 +203,8 @@ async def test_application_hooks_rewrite_what_is_deferred() -> None:
     assert gate.deferral is not None and gate.deferral.call.arguments == {"id": "9"}
     inline = await decide(p, "mcp__tools__lookup", {"id": "1"}, "b")
     assert inline["updatedInput"] == {"id": "9"}
-    assert gate.decision("b").arguments == {"id": "9"}  # pyright: ignore[reportOptionalMemberAccess]
+    decision = gate.decision("b")
+    assert decision is not None and decision.arguments == {"id": "9"}
 
 
 async def test_application_ask_defers_with_approval_and_deny_denies() -> None:
@@ -277,9 +289,11 @@ def pending(kind: str, name: str, status: str, **extra: Any) -> PendingCall:
         tool_call_id="p1",
         tool_name="refund" if kind == "custom" else name,
         arguments={"id": "approved"},
+        # The parametrized status is one of ToolRecordStatus.
         status=status,  # pyright: ignore[reportArgumentType]
         **extra,
     )
+    # `kind` is "custom" or "cli" in every caller.
     return PendingCall(tool_use_id="p1", kind=kind, tool_name=name, record=record)  # pyright: ignore[reportArgumentType]
 
 
@@ -322,7 +336,7 @@ async def test_an_approved_cli_call_runs_with_the_approved_input() -> None:
         "allow",
         {"id": "approved"},
     )
-    assert gate.decision("p1").kind == "replay"  # pyright: ignore[reportOptionalMemberAccess]
+    assert kind_of(gate, "p1") == "replay"
     denied = await p.can_use_tool("Bash", {}, ctx("p1"))
     assert denied.behavior == "deny"
 
@@ -388,3 +402,24 @@ async def test_can_use_tool_denies_everything_else() -> None:
     assert after_allow.behavior == "deny"
     undecided = await p.can_use_tool("Bash", {}, ctx("z"))
     assert undecided.behavior == "deny" and "did not authorize" in undecided.message
+
+
+async def test_an_id_that_already_has_a_result_never_runs_again() -> None:
+    context, _ = make_context()
+    gate = ToolCallGate()
+    p = ToolPermissions(
+        context=context,
+        gate=gate,
+        tools=TOOLS,
+        server_name="tools",
+        policies={},
+        default_effect="unclassified",
+        app_matchers=[],
+        permission=None,
+        pending=None,
+        answered=frozenset({"old"}),
+    )
+    out = await decide(p, "mcp__tools__lookup", {"id": "1"}, "old")
+    assert out["permissionDecision"] == "deny"
+    assert "already has a result" in out["permissionDecisionReason"]
+    assert gate.permit_served_call("old", "lookup") is None

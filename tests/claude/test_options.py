@@ -43,6 +43,7 @@ async def allow(*_args: Any) -> PermissionResultAllow:
     ],
 )
 def test_owned_options_are_refused_by_name(field: str, value: object) -> None:
+    # Each parametrized value fits its field; pyright cannot pair them.
     options = ClaudeAgentOptions(**{field: value})  # pyright: ignore[reportArgumentType]
     with pytest.raises(TypeError, match=f"`{field}`"):
         check_options(options, server_name="tools", must_defer=never)
@@ -173,6 +174,7 @@ def test_options_factory_gets_the_attempt() -> None:
 
 def test_options_factory_must_return_options() -> None:
     runner = ClaudeAgentRunner(
+        # A factory that breaks its contract, on purpose.
         ClaudeAgentDefinition(options=lambda _context: {"model": "m"})  # pyright: ignore[reportArgumentType]
     )
     context = SessionDriver(runner).context(

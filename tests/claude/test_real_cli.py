@@ -12,65 +12,18 @@ import pytest
 from claude_agent_sdk import (
     HookJSONOutput,
     HookMatcher,
-    SdkMcpTool,
-    ToolAnnotations,
-    tool,
 )
-from claude_harness import Reject, SessionDriver
+from claude_harness import Hermetic, Ledger, Reject, SessionDriver, runner_for
 from pydantic import JsonValue
 
-from conftest import Hermetic
 from dex_agents.claude import (
     APPROVED_CLI_TOOL_OUTPUT,
     ClaudeAgentDefinition,
     ClaudeAgentRunner,
-    current_deferred_tool_execution,
 )
-from dex_agents.session import DeferredToolExecution, ToolCallsRequested, ToolPolicy
+from dex_agents.session import ToolCallsRequested, ToolPolicy
 
 CONTINUE = "Continue from where you left off."
-
-
-class Ledger:
-    """Counts tool runs and what they saw."""
-
-    def __init__(self) -> None:
-        self.lookups: list[dict[str, Any]] = []
-        self.refunds: list[dict[str, Any]] = []
-        self.executions: list[DeferredToolExecution | None] = []
-
-    def tools(self) -> list[SdkMcpTool[Any]]:
-        @tool(
-            "lookup_order",
-            "Look up an order",
-            {"orderId": str},
-            annotations=ToolAnnotations(readOnlyHint=True),
-        )
-        async def lookup_order(args: dict[str, Any]) -> dict[str, Any]:
-            self.lookups.append(args)
-            text = f"order {args['orderId']}: broken"
-            return {"content": [{"type": "text", "text": text}]}
-
-        @tool("create_refund", "Refund an order", {"orderId": str})
-        async def create_refund(args: dict[str, Any]) -> dict[str, Any]:
-            self.refunds.append(args)
-            self.executions.append(current_deferred_tool_execution())
-            text = f"refunded {args['orderId']}"
-            return {"content": [{"type": "text", "text": text}]}
-
-        return [lookup_order, create_refund]
-
-
-def runner_for(
-    hermetic: Hermetic, ledger: Ledger | None = None, **options: object
-) -> ClaudeAgentRunner:
-    return ClaudeAgentRunner(
-        ClaudeAgentDefinition(
-            options=hermetic.options(**options),
-            custom_tools=(ledger or Ledger()).tools(),
-            tool_policies={"create_refund": ToolPolicy(effect="non_idempotent_write")},
-        )
-    )
 
 
 def messages_of(hermetic: Hermetic) -> list[list[JsonValue]]:

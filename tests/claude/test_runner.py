@@ -50,7 +50,7 @@ def call(name: str, arguments: dict[str, Any], kind: str = "custom") -> ToolCall
     return ToolCall(
         tool_call_id="c",
         tool_name=name,
-        arguments=arguments,  # pyright: ignore[reportArgumentType]
+        arguments=arguments,
         policy=ToolPolicy(effect="non_idempotent_write"),
         metadata={"kind": kind},
     )

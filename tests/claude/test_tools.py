@@ -26,7 +26,7 @@ def test_claude_code_names_are_refused(name: str) -> None:
     with pytest.raises(TypeError, match="collides with a Claude Code tool"):
         ClaudeAgentDefinition(
             options=ClaudeAgentOptions(), custom_tools=[make_tool(name)]
-        )  # pyright: ignore[reportArgumentType]
+        )
 
 
 def test_mcp_names_and_duplicates_are_refused() -> None:
@@ -43,7 +43,7 @@ def test_server_name_is_checked() -> None:
     with pytest.raises(TypeError, match="custom_tool_server_name"):
         ClaudeAgentDefinition(
             options=ClaudeAgentOptions(), custom_tool_server_name="my tools"
-        )  # pyright: ignore[reportArgumentType]
+        )
 
 
 def test_known_cli_tools_include_the_2_1_327_preset() -> None:

@@ -69,6 +69,7 @@ def test_usage_counts_cache_and_differs_cost() -> None:
         cached_input_tokens=100,
         reasoning_tokens=0,
         model_calls=2,
+        # approx compares equal to the float it stands for.
         cost_usd=pytest.approx(0.3),  # pyright: ignore[reportArgumentType]
     )
     assert observer.usage(

@@ -168,3 +168,29 @@ async def test_spend_limit_fails_the_next_segment(
     assert [t.status for t in snap.turns] == ["completed", "completed", "failed"]
     assert "spend limit reached" in (snap.turns[2].error or "")
     assert snap.usage.model_calls == 2
+
+
+async def test_run_model_limit_bounds_a_segment(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from dex_agents.temporal import create_agent_session_flow
+
+    base = ledger_flow(make_config(tmp_path, flow_type))
+    flow = create_agent_session_flow(
+        base.runner,
+        flow_type,
+        replace(
+            base.options, run_model_limit=timedelta(seconds=1), run_model_attempts=1
+        ),
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("limit", initial_message="say never ;; pause never-opened")
+        snap = await sessions.wait_for_idle("limit")
+    await store.close()
+    assert snap.turns[0].status == "failed"
+    assert "run_model_limit" in (snap.turns[0].error or "")

@@ -1,0 +1,169 @@
+"""Fixtures for CLI tests: the run's dev server, a ledger flow and a way to run commands.
+
+Read commands run in-process through click's `CliRunner`, in a thread: each
+command runs its own event loop, while the test's loop keeps serving the flow's
+worker. `dev`, `worker` and `chat` run as real processes in a pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pexpect
+import pytest
+import pytest_asyncio
+from click.testing import CliRunner, Result
+from temporalio.client import Client
+
+from dex_agents.cli import main
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
+from dex_agents.testing import Ledger, LedgerFlowConfig, ledger_flow
+
+HERE = Path(__file__).parent
+DEX_AGENTS = str(Path(sys.executable).parent / "dex-agents")
+
+
+@pytest.fixture(autouse=True)
+def cli_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No developer setting may point a command elsewhere."""
+    for name in list(os.environ):
+        if name.startswith("DEX_AGENTS_"):
+            monkeypatch.delenv(name)
+
+
+async def invoke(*args: str) -> Result:
+    """Run `dex-agents ARGS` in-process, off the test's event loop."""
+    runner = CliRunner()
+    return await asyncio.to_thread(runner.invoke, main, list(args))
+
+
+def assert_one_line_error(result: Result, *fragments: str, exit_code: int = 1) -> None:
+    """The command failed with one `error:` line that says the fragments."""
+    assert result.exit_code == exit_code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@dataclass
+class Served:
+    """A ledger flow served by an in-process worker, and the CLI options to reach it."""
+
+    flow_type: str
+    sessions: SessionClient
+    store: SQLiteRuntimeStore
+    ledger: Ledger
+    base: Path
+    target: list[str] = field(default_factory=lambda: [])
+    """`--state-dir` of the run's dev server and this test's `--store`."""
+
+    def session_id(self) -> str:
+        return f"session-{uuid.uuid4().hex[:8]}"
+
+    async def run(self, *args: str) -> Result:
+        """Run a command against this test's server and store."""
+        return await invoke(*args, *self.target)
+
+
+def flow_config(base: Path, flow_type: str) -> LedgerFlowConfig:
+    """The ledger flow that `tests/cli/agents.py` builds from the same directory."""
+    (base / "gates").mkdir(parents=True, exist_ok=True)
+    return LedgerFlowConfig(
+        flow_type=flow_type,
+        ledger_path=str(base / "ledger.jsonl"),
+        gate_dir=str(base / "gates"),
+    )
+
+
+@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
+async def served(
+    engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
+) -> AsyncIterator[Served]:
+    """A ledger flow with a worker in this process, on the run's dev server."""
+    config = flow_config(tmp_path, flow_type)
+    flow = ledger_flow(config)
+    store_path = tmp_path / "runtime.sqlite"
+    store = await SQLiteRuntimeStore.open(store_path)
+    async with create_worker(client, [flow], store=store):
+        yield Served(
+            flow_type=flow_type,
+            sessions=SessionClient(client, flow, store),
+            store=store,
+            ledger=Ledger(config.ledger_path),
+            base=tmp_path,
+            target=["--state-dir", str(engine.state_dir), "--store", str(store_path)],
+        )
+    await store.close()
+
+
+def agent_env(base: Path, flow_type: str) -> dict[str, str]:
+    """The environment of a `dex-agents` process serving `tests/cli/agents.py`."""
+    flow_config(base, flow_type)
+    return {
+        **os.environ,
+        "PYTHONPATH": str(HERE),
+        "DEX_AGENTS_TEST_DIR": str(base),
+        "DEX_AGENTS_TEST_FLOW": flow_type,
+    }
+
+
+def spawn(args: list[str], env: dict[str, str], cwd: Path) -> pexpect.spawn:
+    """`dex-agents ARGS` in a pseudo-terminal wide enough that nothing wraps."""
+    child = pexpect.spawn(
+        DEX_AGENTS,
+        args,
+        env=env,
+        cwd=str(cwd),
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(50, 250),
+    )
+    child.logfile_read = (cwd / f"pty-{args[0]}-{uuid.uuid4().hex[:6]}.log").open("w")
+    return child
+
+
+def stop(child: pexpect.spawn) -> int:
+    """Ctrl-C the process and return its exit status (killing it if it hangs)."""
+    if child.isalive():
+        child.sendintr()
+        try:
+            child.expect(pexpect.EOF, timeout=30)
+        finally:
+            if child.isalive():
+                child.kill(9)
+    child.close()
+    assert child.exitstatus is not None, f"killed by signal {child.signalstatus}"
+    return child.exitstatus
+
+
+@pytest.fixture
+def worker_process(
+    engine: EmbeddedEngine, tmp_path: Path, flow_type: str
+) -> Iterator[pexpect.spawn]:
+    """`dex-agents worker` serving the ledger flow on the run's dev server."""
+    child = spawn(
+        [
+            "worker",
+            "--agent",
+            "agents:flow",
+            "--state-dir",
+            str(engine.state_dir),
+            "--store",
+            str(tmp_path / "runtime.sqlite"),
+        ],
+        agent_env(tmp_path, flow_type),
+        tmp_path,
+    )
+    child.expect("ready")
+    yield child
+    stop(child)

@@ -1,0 +1,236 @@
+"""`dev`, `worker`, `chat` and `events --follow` as real processes in a pseudo-terminal."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pexpect
+from conftest import agent_env, flow_config, invoke, spawn, stop
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import EmbeddedEngine, SessionClient
+from dex_agents.testing import Ledger, ledger_flow
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _plain(text: str) -> str:
+    return _ANSI.sub("", text).replace("\r", "")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def _sessions(client: Client, base: Path, flow_type: str) -> SessionClient:
+    """A client of the flow that `tests/cli/agents.py` serves from `base`."""
+    flow = ledger_flow(flow_config(base, flow_type))
+    store = await SQLiteRuntimeStore.open(base / "runtime.sqlite")
+    return SessionClient(client, flow, store)
+
+
+async def test_dev_serves_the_agent_says_where_and_ctrl_c_stops_it(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    child = spawn(
+        ["dev", "--agent", "agents:flow", "--state-dir", str(state)],
+        agent_env(tmp_path, "DevAgent"),
+        tmp_path,
+    )
+    child.expect("ready")
+    banner = _plain(child.before)
+    record = json.loads((state / "engine.json").read_text())
+    assert f"Temporal    {record['address']}  namespace default" in banner
+    for name in ("temporal.sqlite", "temporal.log", "runtime.sqlite"):
+        assert str(state / name) in banner
+    assert "worker      flow DevAgent on task queue DevAgent" in banner
+
+    # Its worker serves sessions, and other commands find its server on their own.
+    client = await Client.connect(
+        record["address"], data_converter=pydantic_data_converter
+    )
+    store = await SQLiteRuntimeStore.open(state / "runtime.sqlite")
+    sessions = SessionClient(
+        client, ledger_flow(flow_config(tmp_path, "DevAgent")), store
+    )
+    await sessions.start("dev-1", initial_message="say hi")
+    assert (await sessions.wait_for_idle("dev-1")).turns[0].final_text == "said: hi"
+    await store.close()
+    shown = await invoke("show", "dev-1", "--state-dir", str(state))
+    assert shown.exit_code == 0, shown.output
+    assert "agent › said: hi" in shown.stdout
+
+    child.sendintr()
+    child.expect("stopped")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0
+    assert not (state / "engine.json").exists()
+    assert not _pid_alive(record["pid"])
+
+
+async def test_worker_serves_the_agent_on_a_running_server(
+    engine: EmbeddedEngine,
+    client: Client,
+    tmp_path: Path,
+    flow_type: str,
+    worker_process: pexpect.spawn,
+) -> None:
+    sessions = await _sessions(client, tmp_path, flow_type)
+    await sessions.start("w-1", initial_message="say hello")
+    snap = await sessions.wait_for_idle("w-1")
+    assert snap.turns[0].final_text == "said: hello"
+    await sessions.store.close()
+    worker_process.sendintr()
+    worker_process.expect("stopped")
+    worker_process.expect(pexpect.EOF)
+    worker_process.close()
+    assert worker_process.exitstatus == 0
+
+
+def _chat(
+    engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str
+) -> pexpect.spawn:
+    return spawn(
+        [
+            "chat",
+            *args,
+            "--state-dir",
+            str(engine.state_dir),
+            "--store",
+            str(tmp_path / "runtime.sqlite"),
+        ],
+        agent_env(tmp_path, flow_type),
+        tmp_path,
+    )
+
+
+async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
+    engine: EmbeddedEngine,
+    tmp_path: Path,
+    flow_type: str,
+    worker_process: pexpect.spawn,
+) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    chat = _chat(engine, tmp_path, flow_type, "c-1", "--agent", "agents:flow")
+    chat.expect("new session")
+    chat.expect("you › ")
+    chat.sendline('call create_refund {"orderId": "7"}')
+    chat.expect(r"approval needed (intr_\w+)")
+    first = chat.match.group(1)
+    chat.expect("tool +create_refund")
+    chat.expect("effect +non-idempotent write: runs at most once")
+    chat.expect(re.escape('input   {"orderId": "7"}'))
+    chat.expect(re.escape("approve or reject? [a/r]"))
+    assert ledger.count("create_refund_started") == 0
+    chat.sendline("a")
+    chat.expect(f"approved create_refund \\({first}\\)")
+    chat.expect(re.escape('⚙ create_refund {"orderId": "7"}'))
+    chat.expect("finished: refunded order 7")
+    chat.expect("agent › done: create_refund=refunded order 7")
+    chat.expect("you › ")
+    assert [e["order_id"] for e in ledger.entries("create_refund")] == ["7"]
+
+    # Leave while the next approval waits: the session keeps it.
+    chat.sendline('call create_refund {"orderId": "8"}')
+    chat.expect(r"approval needed (intr_\w+)")
+    second = chat.match.group(1)
+    chat.expect(re.escape("approve or reject? [a/r]"))
+    chat.sendcontrol("d")
+    chat.expect(f"left with an approval waiting.*{second}")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0
+
+    # Coming back (no --agent needed) shows the history and asks again.
+    chat = _chat(engine, tmp_path, flow_type, "c-1")
+    chat.expect("history: 1 turn")
+    chat.expect(re.escape('⚙ create_refund {"orderId": "7"} → finished: refunded order 7'))
+    chat.expect("turn in progress")
+    chat.expect(re.escape('you › call create_refund {"orderId": "8"}'))
+    chat.expect(f"approval needed {second}")
+    chat.expect(re.escape('input   {"orderId": "8"}'))
+    chat.expect(re.escape("approve or reject? [a/r]"))
+    chat.sendline("r")
+    chat.expect("message for the agent")
+    chat.sendline("not this one")
+    chat.expect(f"rejected create_refund \\({second}\\): not this one")
+    chat.expect("agent › done: create_refund=The user rejected this call: not this one")
+    chat.expect("you › ")
+    chat.sendline("/quit")
+    chat.expect("bye")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0
+    assert ledger.count("create_refund_started") == 1
+
+
+async def test_chat_shows_progress_and_can_leave_a_running_turn(
+    engine: EmbeddedEngine,
+    tmp_path: Path,
+    flow_type: str,
+    worker_process: pexpect.spawn,
+) -> None:
+    chat = _chat(engine, tmp_path, flow_type, "c-2", "--agent", "agents:flow")
+    chat.expect("you › ")
+    chat.sendline("say slow ;; pause g1")
+    chat.expect(r"working \d+s")
+    chat.sendintr()
+    chat.expect("left while the turn runs")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0
+
+    (tmp_path / "gates" / "g1").write_text("")
+    chat = _chat(engine, tmp_path, flow_type, "c-2")
+    chat.expect("agent › said: slow")
+    chat.expect("you › ")
+    chat.sendline("say again")
+    chat.expect("agent › said: again")
+    chat.expect("you › ")
+    chat.sendcontrol("d")
+    chat.expect(pexpect.EOF)
+    chat.close()
+    assert chat.exitstatus == 0
+
+
+async def test_events_follow_prints_new_events_until_ctrl_c(
+    client: Client,
+    engine: EmbeddedEngine,
+    tmp_path: Path,
+    flow_type: str,
+    worker_process: pexpect.spawn,
+) -> None:
+    sessions = await _sessions(client, tmp_path, flow_type)
+    await sessions.start("e-1", initial_message="say one")
+    await sessions.wait_for_idle("e-1")
+    follow = spawn(
+        [
+            "events",
+            "e-1",
+            "--follow",
+            "--state-dir",
+            str(engine.state_dir),
+            "--store",
+            str(tmp_path / "runtime.sqlite"),
+        ],
+        agent_env(tmp_path, flow_type),
+        tmp_path,
+    )
+    follow.expect('text_delta +"said: one"')
+    follow.expect("turn_completed")
+    await sessions.send_user_message("e-1", "say two")
+    follow.expect('text_delta +"said: two"')
+    follow.expect("turn_completed")
+    await sessions.store.close()
+    assert stop(follow) == 0

@@ -1,0 +1,220 @@
+"""`sessions`, `show`, `events`, `approve`, `reject` against the dev server, in-process."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+from conftest import Served, assert_one_line_error, invoke
+from temporalio.client import Client
+
+from dex_agents.temporal import EmbeddedEngine
+
+
+async def _waiting_for_refund(served: Served, order: str = "7") -> tuple[str, str]:
+    """A session waiting for approval of `create_refund`; its ID and the interrupt's."""
+    sid = served.session_id()
+    await served.sessions.start(
+        sid, initial_message=f'call create_refund {{"orderId": "{order}"}}'
+    )
+    snap = await served.sessions.wait_for_idle(sid)
+    (interrupt,) = snap.pending_interrupts
+    return sid, interrupt.interrupt_id
+
+
+async def test_sessions_lists_status_turns_and_pending_approvals(
+    served: Served,
+) -> None:
+    done = served.session_id()
+    await served.sessions.start(done, initial_message="say hi")
+    await served.sessions.wait_for_idle(done)
+    waiting, interrupt_id = await _waiting_for_refund(served)
+
+    result = await served.run("sessions")
+    assert result.exit_code == 0, result.output
+    rows = {line.split()[0]: line for line in result.stdout.splitlines()[1:]}
+    assert set(rows) == {done, waiting}
+    assert "idle" in rows[done]
+    assert "waiting for approval" in rows[waiting]
+    assert "1: create_refund" in rows[waiting]
+    # Newest first.
+    assert result.stdout.splitlines()[1].startswith(waiting)
+
+    result = await served.run("sessions", "--json")
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.stdout)
+    assert [s["session_id"] for s in listed] == [waiting, done]
+    assert listed[0]["status"] == "waiting_for_approval"
+    assert listed[0]["turns"] == 1
+    (pending,) = listed[0]["pending_interrupts"]
+    assert pending["interrupt_id"] == interrupt_id
+    assert pending["arguments"] == {"orderId": "7"}
+    assert listed[1]["pending_interrupts"] == []
+
+
+async def test_sessions_without_a_store_is_empty(tmp_path: Path) -> None:
+    result = await invoke("sessions", "--state-dir", str(tmp_path / "none"))
+    assert result.exit_code == 0, result.output
+    assert "no sessions yet" in result.stdout
+    result = await invoke("sessions", "--json", "--state-dir", str(tmp_path / "none"))
+    assert json.loads(result.stdout) == []
+    assert not (tmp_path / "none").exists(), "a read must not create the state dir"
+
+
+async def test_show_prints_turns_and_the_exact_pending_input(served: Served) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served)
+    result = await served.run("show", sid)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "waiting for approval" in out
+    assert 'you › call create_refund {"orderId": "7"}' in out
+    assert f"approval needed {interrupt_id}" in out
+    assert "non-idempotent write" in out
+    assert 'input   {"orderId": "7"}' in out
+    assert f"dex-agents approve {sid} {interrupt_id}" in out
+
+    result = await served.run("show", sid, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["session_id"] == sid
+    assert data["status"] == "waiting_for_approval"
+    assert data["pending_interrupts"][0]["interrupt_id"] == interrupt_id
+    assert data["turns"][0]["prompts"] == ['call create_refund {"orderId": "7"}']
+
+
+async def test_show_completed_session_includes_messages_in_json(
+    served: Served,
+) -> None:
+    sid = served.session_id()
+    await served.sessions.start(sid, initial_message="say hello")
+    await served.sessions.wait_for_idle(sid)
+    result = await served.run("show", sid)
+    assert "agent › said: hello" in result.stdout
+    data = json.loads((await served.run("show", sid, "--json")).stdout)
+    assert [(m["role"], m["text"]) for m in data["messages"]] == [
+        ("user", "say hello"),
+        ("assistant", "said: hello"),
+    ]
+
+
+async def test_approve_runs_the_tool_once(served: Served) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served, order="9")
+    result = await served.run("approve", sid, interrupt_id)
+    assert result.exit_code == 0, result.output
+    assert f"approved {interrupt_id}" in result.stdout
+    snap = await served.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == "done: create_refund=refunded order 9"
+    assert [e["order_id"] for e in served.ledger.entries("create_refund")] == ["9"]
+
+    # A repeat changes nothing and says so, without failing.
+    again = await served.run("approve", sid, interrupt_id)
+    assert again.exit_code == 0, again.output
+    assert "already resolved" in again.stdout
+    assert served.ledger.count("create_refund") == 1
+
+
+async def test_reject_sends_the_message_and_the_tool_never_runs(
+    served: Served,
+) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served)
+    result = await served.run("reject", sid, interrupt_id, "--message", "not today")
+    assert result.exit_code == 0, result.output
+    assert f"rejected {interrupt_id}" in result.stdout
+    snap = await served.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == (
+        "done: create_refund=The user rejected this call: not today"
+    )
+    assert served.ledger.count("create_refund_started") == 0
+
+
+async def test_events_print_the_log_and_json_lines(served: Served) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served)
+    await served.sessions.resolve_interrupt(sid, interrupt_id, approved=True)
+    await served.sessions.wait_for_idle(sid)
+
+    result = await served.run("events", sid)
+    assert result.exit_code == 0, result.output
+    types = [line.split()[2] for line in result.stdout.splitlines()]
+    assert types == [
+        "turn_started",
+        "interrupt_created",
+        "interrupt_resolved",
+        "tool_call_started",
+        "tool_call_finished",
+        "text_delta",
+        "turn_completed",
+    ]
+    assert f'{interrupt_id} create_refund (non_idempotent_write) {{"orderId": "7"}}' in (
+        result.stdout
+    )
+
+    result = await served.run("events", sid, "--json", "--after", "2")
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [r["cursor"] for r in records] == [3, 4, 5, 6, 7]
+    assert records[-1]["type"] == "turn_completed"
+    assert records[1]["data"]["arguments"] == {"orderId": "7"}
+
+
+async def test_unknown_interrupt_is_one_line_naming_the_pending_ones(
+    served: Served,
+) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served)
+    result = await served.run("approve", sid, "intr_nope")
+    assert_one_line_error(result, "'intr_nope'", f"pending: {interrupt_id}")
+    result = await served.run("reject", sid, "intr_nope", "-m", "no")
+    assert_one_line_error(result, "has no interrupt 'intr_nope'")
+    assert served.ledger.count("create_refund_started") == 0
+
+
+async def test_unknown_session_is_one_line_for_every_command(served: Served) -> None:
+    for args in (
+        ["show", "nope"],
+        ["show", "nope", "--json"],
+        ["events", "nope"],
+        ["approve", "nope", "intr_x"],
+        ["reject", "nope", "intr_x"],
+    ):
+        result = await served.run(*args)
+        assert_one_line_error(result, "unknown session 'nope'", "dex-agents sessions")
+
+
+async def test_no_server_is_one_line_saying_how_to_start_one(tmp_path: Path) -> None:
+    empty = ["--state-dir", str(tmp_path / "state")]
+    for args in (["approve", "s", "intr_x"], ["show", "s"], ["chat", "s"]):
+        result = await invoke(*args, *empty)
+        assert_one_line_error(result, "no Temporal server is running", "dex-agents dev")
+    result = await invoke("approve", "s", "intr_x", "--address", "127.0.0.1:1")
+    assert_one_line_error(result, "cannot connect", "127.0.0.1:1")
+
+
+async def test_no_worker_is_one_line_saying_how_to_start_one(
+    engine: EmbeddedEngine, client: Client, tmp_path: Path
+) -> None:
+    # A session whose flow no worker has ever served.
+    flow_type = f"Orphan{uuid.uuid4().hex[:8]}"
+    sid = f"orphan-{uuid.uuid4().hex[:8]}"
+    await client.start_workflow(flow_type, id=sid, task_queue=flow_type)
+    target = ["--state-dir", str(engine.state_dir), "--store", str(tmp_path / "rt")]
+    for args in (["approve", sid, "intr_x"], ["show", sid]):
+        result = await invoke(*args, *target)
+        assert_one_line_error(
+            result, f"no worker is serving flow '{flow_type}'", "dex-agents worker"
+        )
+    await client.get_workflow_handle(sid).terminate()
+    result = await invoke("approve", sid, "intr_x", *target)
+    assert_one_line_error(result, "has ended", "TERMINATED")
+
+
+async def test_a_bad_agent_reference_is_a_usage_error(tmp_path: Path) -> None:
+    agents = Path(__file__).parent / "agents.py"
+    cases = {
+        "no_colon": "write `module:attr`",
+        "no_such_module_xyz:flow": "no module named 'no_such_module_xyz'",
+        f"{agents}:missing": "has no attribute 'missing'",
+        f"{agents}:not_a_flow": "is of type 'int', not an `AgentSessionFlow`",
+        f"{tmp_path}/absent.py:flow": "does not exist",
+    }
+    for ref, fragment in cases.items():
+        result = await invoke("worker", "--agent", ref)
+        assert_one_line_error(result, fragment, exit_code=2)
