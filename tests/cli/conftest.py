@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
@@ -117,7 +119,88 @@ def agent_env(base: Path, flow_type: str) -> dict[str, str]:
     }
 
 
-def spawn(args: list[str], env: dict[str, str], cwd: Path) -> pexpect.spawn:
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+class Term:
+    """A `dex-agents` process in a pseudo-terminal, matched on its text without styles.
+
+    Rich colors words separately and redraws spinners, so patterns are searched
+    in the output with escape sequences and carriage returns removed.
+    """
+
+    def __init__(self, child: pexpect.spawn) -> None:
+        self.child = child
+        self._raw = ""
+        self._pos = 0
+
+    @property
+    def text(self) -> str:
+        """Everything printed so far, without escape sequences."""
+        return _ANSI.sub("", self._raw)
+
+    def expect(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        """Wait for `pattern` (a regex) after the previous match; return the match."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            match = regex.search(self.text, self._pos)
+            if match:
+                self._pos = match.end()
+                return match
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{pattern!r} not printed; after the last match:\n"
+                    f"{self.text[self._pos :][-3000:]}"
+                )
+            try:
+                self._raw += self.child.read_nonblocking(4096, timeout=0.1)
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                deadline = 0
+
+    def expect_exact(self, text: str, timeout: float = 30) -> None:
+        """Wait for `text` literally."""
+        self.expect(re.escape(text), timeout)
+
+    def sendline(self, line: str) -> None:
+        self.child.sendline(line)
+
+    def sendcontrol(self, char: str) -> None:
+        self.child.sendcontrol(char)
+
+    def sendintr(self) -> None:
+        self.child.sendintr()
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """Read to the end and return the exit status (killing a hung process)."""
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    self._raw += self.child.read_nonblocking(4096, timeout=0.1)
+                except pexpect.TIMEOUT:
+                    continue
+                except pexpect.EOF:
+                    break
+        finally:
+            if self.child.isalive():
+                self.child.kill(9)
+            self.child.close()
+        assert self.child.exitstatus is not None, (
+            f"killed by signal {self.child.signalstatus}; output:\n{self.text[-3000:]}"
+        )
+        return self.child.exitstatus
+
+    def stop(self) -> int:
+        """Ctrl-C the process and return its exit status."""
+        if self.child.isalive():
+            self.child.sendintr()
+        return self.wait_exit()
+
+
+def spawn(args: list[str], env: dict[str, str], cwd: Path) -> Term:
     """`dex-agents ARGS` in a pseudo-terminal wide enough that nothing wraps."""
     child = pexpect.spawn(
         DEX_AGENTS,
@@ -129,27 +212,13 @@ def spawn(args: list[str], env: dict[str, str], cwd: Path) -> pexpect.spawn:
         dimensions=(50, 250),
     )
     child.logfile_read = (cwd / f"pty-{args[0]}-{uuid.uuid4().hex[:6]}.log").open("w")
-    return child
-
-
-def stop(child: pexpect.spawn) -> int:
-    """Ctrl-C the process and return its exit status (killing it if it hangs)."""
-    if child.isalive():
-        child.sendintr()
-        try:
-            child.expect(pexpect.EOF, timeout=30)
-        finally:
-            if child.isalive():
-                child.kill(9)
-    child.close()
-    assert child.exitstatus is not None, f"killed by signal {child.signalstatus}"
-    return child.exitstatus
+    return Term(child)
 
 
 @pytest.fixture
 def worker_process(
     engine: EmbeddedEngine, tmp_path: Path, flow_type: str
-) -> Iterator[pexpect.spawn]:
+) -> Iterator[Term]:
     """`dex-agents worker` serving the ledger flow on the run's dev server."""
     child = spawn(
         [
@@ -166,4 +235,4 @@ def worker_process(
     )
     child.expect("ready")
     yield child
-    stop(child)
+    child.stop()

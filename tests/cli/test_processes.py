@@ -7,20 +7,13 @@ import os
 import re
 from pathlib import Path
 
-import pexpect
-from conftest import agent_env, flow_config, invoke, spawn, stop
+from conftest import Term, agent_env, flow_config, invoke, spawn
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import Ledger, ledger_flow
-
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-
-
-def _plain(text: str) -> str:
-    return _ANSI.sub("", text).replace("\r", "")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -48,7 +41,7 @@ async def test_dev_serves_the_agent_says_where_and_ctrl_c_stops_it(
         tmp_path,
     )
     child.expect("ready")
-    banner = _plain(child.before)
+    banner = child.text
     record = json.loads((state / "engine.json").read_text())
     assert f"Temporal    {record['address']}  namespace default" in banner
     for name in ("temporal.sqlite", "temporal.log", "runtime.sqlite"):
@@ -71,10 +64,9 @@ async def test_dev_serves_the_agent_says_where_and_ctrl_c_stops_it(
     assert "agent › said: hi" in shown.stdout
 
     child.sendintr()
+    child.expect("stopping the worker")
     child.expect("stopped")
-    child.expect(pexpect.EOF)
-    child.close()
-    assert child.exitstatus == 0
+    assert child.wait_exit() == 0
     assert not (state / "engine.json").exists()
     assert not _pid_alive(record["pid"])
 
@@ -84,7 +76,7 @@ async def test_worker_serves_the_agent_on_a_running_server(
     client: Client,
     tmp_path: Path,
     flow_type: str,
-    worker_process: pexpect.spawn,
+    worker_process: Term,
 ) -> None:
     sessions = await _sessions(client, tmp_path, flow_type)
     await sessions.start("w-1", initial_message="say hello")
@@ -93,14 +85,10 @@ async def test_worker_serves_the_agent_on_a_running_server(
     await sessions.store.close()
     worker_process.sendintr()
     worker_process.expect("stopped")
-    worker_process.expect(pexpect.EOF)
-    worker_process.close()
-    assert worker_process.exitstatus == 0
+    assert worker_process.wait_exit() == 0
 
 
-def _chat(
-    engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str
-) -> pexpect.spawn:
+def _chat(engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str) -> Term:
     return spawn(
         [
             "chat",
@@ -119,7 +107,7 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: pexpect.spawn,
+    worker_process: Term,
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     chat = _chat(engine, tmp_path, flow_type, "c-1", "--agent", "agents:flow")
@@ -148,14 +136,14 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     chat.expect(re.escape("approve or reject? [a/r]"))
     chat.sendcontrol("d")
     chat.expect(f"left with an approval waiting.*{second}")
-    chat.expect(pexpect.EOF)
-    chat.close()
-    assert chat.exitstatus == 0
+    assert chat.wait_exit() == 0
 
     # Coming back (no --agent needed) shows the history and asks again.
     chat = _chat(engine, tmp_path, flow_type, "c-1")
     chat.expect("history: 1 turn")
-    chat.expect(re.escape('⚙ create_refund {"orderId": "7"} → finished: refunded order 7'))
+    chat.expect(
+        re.escape('⚙ create_refund {"orderId": "7"} → finished: refunded order 7')
+    )
     chat.expect("turn in progress")
     chat.expect(re.escape('you › call create_refund {"orderId": "8"}'))
     chat.expect(f"approval needed {second}")
@@ -169,9 +157,7 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     chat.expect("you › ")
     chat.sendline("/quit")
     chat.expect("bye")
-    chat.expect(pexpect.EOF)
-    chat.close()
-    assert chat.exitstatus == 0
+    assert chat.wait_exit() == 0
     assert ledger.count("create_refund_started") == 1
 
 
@@ -179,7 +165,7 @@ async def test_chat_shows_progress_and_can_leave_a_running_turn(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: pexpect.spawn,
+    worker_process: Term,
 ) -> None:
     chat = _chat(engine, tmp_path, flow_type, "c-2", "--agent", "agents:flow")
     chat.expect("you › ")
@@ -187,9 +173,7 @@ async def test_chat_shows_progress_and_can_leave_a_running_turn(
     chat.expect(r"working \d+s")
     chat.sendintr()
     chat.expect("left while the turn runs")
-    chat.expect(pexpect.EOF)
-    chat.close()
-    assert chat.exitstatus == 0
+    assert chat.wait_exit() == 0
 
     (tmp_path / "gates" / "g1").write_text("")
     chat = _chat(engine, tmp_path, flow_type, "c-2")
@@ -199,9 +183,7 @@ async def test_chat_shows_progress_and_can_leave_a_running_turn(
     chat.expect("agent › said: again")
     chat.expect("you › ")
     chat.sendcontrol("d")
-    chat.expect(pexpect.EOF)
-    chat.close()
-    assert chat.exitstatus == 0
+    assert chat.wait_exit() == 0
 
 
 async def test_events_follow_prints_new_events_until_ctrl_c(
@@ -209,7 +191,7 @@ async def test_events_follow_prints_new_events_until_ctrl_c(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: pexpect.spawn,
+    worker_process: Term,
 ) -> None:
     sessions = await _sessions(client, tmp_path, flow_type)
     await sessions.start("e-1", initial_message="say one")
@@ -233,4 +215,4 @@ async def test_events_follow_prints_new_events_until_ctrl_c(
     follow.expect('text_delta +"said: two"')
     follow.expect("turn_completed")
     await sessions.store.close()
-    assert stop(follow) == 0
+    assert follow.stop() == 0

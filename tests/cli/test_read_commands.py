@@ -145,8 +145,9 @@ async def test_events_print_the_log_and_json_lines(served: Served) -> None:
         "text_delta",
         "turn_completed",
     ]
-    assert f'{interrupt_id} create_refund (non_idempotent_write) {{"orderId": "7"}}' in (
-        result.stdout
+    assert (
+        f'{interrupt_id} create_refund (non_idempotent_write) {{"orderId": "7"}}'
+        in (result.stdout)
     )
 
     result = await served.run("events", sid, "--json", "--after", "2")

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
-from claude_agent_sdk import HookMatcher
+from claude_agent_sdk import HookInput, HookMatcher
 
 AppDecision = Literal["allow", "ask", "defer", "deny"]
 
@@ -98,7 +98,7 @@ async def run_app_hooks(
             try:
                 async with asyncio.timeout(matcher.timeout or _DEFAULT_TIMEOUT_SECONDS):
                     output: object = await callback(
-                        current,  # pyright: ignore[reportArgumentType]
+                        cast(HookInput, current),
                         tool_use_id,
                         {"signal": None},
                     )
@@ -124,20 +124,18 @@ def _apply(outcome: AppHookOutcome, output: dict[str, Any]) -> None:
         return
     specific = output.get("hookSpecificOutput")
     specific = specific if isinstance(specific, dict) else {}
-    reason = str(
-        specific.get("permissionDecisionReason") or output.get("reason") or ""  # pyright: ignore[reportUnknownMemberType]
-    )
-    decision = specific.get("permissionDecision")  # pyright: ignore[reportUnknownMemberType]
+    reason = str(specific.get("permissionDecisionReason") or output.get("reason") or "")
+    decision = specific.get("permissionDecision")
     if decision is None:
         # The deprecated top-level form: `decision: "block"` denies, `approve` allows.
         legacy = output.get("decision")
         decision = {"block": "deny", "approve": "allow"}.get(str(legacy))
     if decision in ("allow", "ask", "defer", "deny"):
         _decide(outcome, decision, reason)
-    updated = specific.get("updatedInput")  # pyright: ignore[reportUnknownMemberType]
+    updated = specific.get("updatedInput")
     if isinstance(updated, dict):
-        outcome.tool_input = dict(updated)  # pyright: ignore[reportUnknownArgumentType]
-    context = specific.get("additionalContext")  # pyright: ignore[reportUnknownMemberType]
+        outcome.tool_input = dict(updated)
+    context = specific.get("additionalContext")
     if isinstance(context, str) and context:
         outcome.additional_context.append(context)
     for key in ("systemMessage", "stopReason", "suppressOutput"):

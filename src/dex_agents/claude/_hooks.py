@@ -9,6 +9,8 @@ Every tool call of a segment reaches `ToolPermissions.pre_tool_use` once (CLI
   approves it in its own Step;
 - deny: every later deferrable call of the segment ("Call again by itself."),
   a deferrable call inside a subagent, and what the application denies;
+- deny, too: a call under a tool use ID whose result the transcript already
+  holds (only the pending deferred call replays);
 - replay: the resumed segment's pending call, answered from its final record
   (allow with the recorded input, or `ask` for a CLI tool that must not run, so
   that `can_use_tool` denies it with text the model reads without a prefix).
@@ -97,6 +99,7 @@ class ToolPermissions:
         app_matchers: Sequence[HookMatcher],
         permission: ClaudeCodeToolPermission | None,
         pending: PendingCall | None,
+        answered: frozenset[str] = frozenset(),
     ) -> None:
         self._context = context
         self._gate = gate
@@ -107,6 +110,7 @@ class ToolPermissions:
         self._app_matchers = list(app_matchers)
         self._permission = permission
         self._pending = pending
+        self._answered = answered
         # Decisions are made one at a time, in the order the CLI asks, so "the
         # first deferrable call" is well defined even while hooks await.
         self._lock = asyncio.Lock()
@@ -115,7 +119,7 @@ class ToolPermissions:
         """The one PreToolUse matcher the CLI gets, for every tool."""
         return HookMatcher(
             matcher=None,
-            hooks=[self.pre_tool_use],  # pyright: ignore[reportArgumentType]
+            hooks=[self.pre_tool_use],
             timeout=matchers_timeout(self._app_matchers),
         )
 
@@ -132,6 +136,12 @@ class ToolPermissions:
             pending = self._pending
             if pending is not None and call_id == pending.tool_use_id:
                 return self._replay(call_id, tool_name, pending)
+            if call_id in self._answered:
+                # A reused ID must not run again, nor replay a record again.
+                self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                return _deny(
+                    f"{tool_name} did not run: this call already has a result."
+                )
             outcome = await run_app_hooks(self._app_matchers, data, call_id)
             if outcome.decision == "deny":
                 self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))

@@ -65,7 +65,7 @@ def build_custom_tool_server(
 def tool_use_id_of(meta: object) -> str | None:
     """The CLI's tool use ID from a request's `_meta`, if it sent one."""
     if isinstance(meta, Mapping):
-        value = meta.get(TOOL_USE_ID_META_KEY)  # pyright: ignore[reportUnknownMemberType]
+        value = meta.get(TOOL_USE_ID_META_KEY)
         return value if isinstance(value, str) else None
     return None
 

@@ -28,6 +28,7 @@ from claude_agent_sdk import (
 from .._errors import SessionError
 from ..session import (
     AgentEvent,
+    AgentEventType,
     JsonObject,
     RunModelContext,
     StoredMessage,
@@ -51,6 +52,9 @@ from ._transcript import (
     transcript_entries,
 )
 from ._usage import SegmentObserver, cumulative_cost
+
+_SHUTDOWN_SECONDS = 10.0
+"""How long a cancelled attempt waits for the SDK to wind down after the kill."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -93,7 +97,8 @@ class Segment:
             *(transcript_entries(committed, session_id) if session_id else []),
             *turn_before,
         ]
-        self._pending = _pending_call(context, run_state, loaded)
+        answered = answered_tool_use_ids(loaded)
+        self._pending = _pending_call(context, run_state, answered)
         store = ClaudeTranscriptStore(session_id=session_id, committed=loaded)
         permissions = ToolPermissions(
             context=context,
@@ -105,6 +110,7 @@ class Segment:
             app_matchers=(setup.options.hooks or {}).get("PreToolUse", []),
             permission=setup.permission,
             pending=self._pending,
+            answered=answered,
         )
         prompt = None
         if resume is None:
@@ -152,7 +158,7 @@ class Segment:
             options,
             cwd=cwd,
             mcp_servers={**servers, self._setup.server_name: server},
-            hooks=hooks,  # pyright: ignore[reportArgumentType]
+            hooks=hooks,
             can_use_tool=permissions.can_use_tool,
             session_store=store,
             resume=session_id,
@@ -169,6 +175,25 @@ class Segment:
         prompt: dict[str, Any] | None,
         options: ClaudeAgentOptions,
         group: CliProcessGroup,
+    ) -> ResultMessage:
+        # The query runs in its own task so that a cancelled attempt can kill the
+        # CLI first: the SDK's shielded shutdown would otherwise wait up to 5 s
+        # for the CLI to exit on its own before it even starts to terminate it.
+        consumer = asyncio.create_task(self._consume(prompt, options))
+        try:
+            return await asyncio.shield(consumer)
+        except asyncio.CancelledError:
+            group.kill()
+            with contextlib.suppress(BaseException):
+                async with asyncio.timeout(_SHUTDOWN_SECONDS):
+                    await consumer
+            consumer.cancel()
+            raise
+        finally:
+            group.kill()
+
+    async def _consume(
+        self, prompt: dict[str, Any] | None, options: ClaudeAgentOptions
     ) -> ResultMessage:
         result: ResultMessage | None = None
         result_seen = asyncio.Event()
@@ -188,11 +213,7 @@ class Segment:
                 raise SessionError(f"the Claude Code CLI failed: {e}") from e
         finally:
             result_seen.set()
-            # Kill first: a cancelled attempt must not wait for the SDK's own
-            # graceful shutdown, which a raw asyncio cancellation can skip.
-            group.kill()
-            with contextlib.suppress(Exception):
-                await messages.aclose()
+            await messages.aclose()
         if result is None:
             raise SessionError("the Claude Code CLI ended without a result")
         if result.is_error:
@@ -274,8 +295,8 @@ class Segment:
             },
         )
 
-    def _emit(self, kind: str, data: JsonObject) -> None:
-        self._context.events.emit(AgentEvent(type=kind, data=data))  # pyright: ignore[reportArgumentType]
+    def _emit(self, kind: AgentEventType, data: JsonObject) -> None:
+        self._context.events.emit(AgentEvent(type=kind, data=data))
 
     def _outcome(
         self,
@@ -330,7 +351,7 @@ class Segment:
 
 
 def _pending_call(
-    context: RunModelContext, run_state: JsonObject, loaded: Sequence[JsonObject]
+    context: RunModelContext, run_state: JsonObject, answered: frozenset[str]
 ) -> PendingCall | None:
     """The deferred call a resumed segment answers, with its final record."""
     resume = context.resume
@@ -348,9 +369,13 @@ def _pending_call(
             f"resumed without a final record of the deferred call {call_id!r}",
             retryable=False,
         )
-    if _has_tool_result(loaded, call_id):
-        # An earlier segment already resumed it; its record never replays again.
-        return None
+    if call_id in answered:
+        # The CLI would find no pending deferral and wait for a prompt forever
+        # (CLI 2.1.327), and the record must not replay twice.
+        raise SessionError(
+            f"the deferred call {call_id!r} already has a result in the transcript",
+            retryable=False,
+        )
     kind = deferred.get("kind")
     return PendingCall(
         tool_use_id=call_id,
@@ -360,7 +385,9 @@ def _pending_call(
     )
 
 
-def _has_tool_result(entries: Sequence[JsonObject], tool_use_id: str) -> bool:
+def answered_tool_use_ids(entries: Sequence[JsonObject]) -> frozenset[str]:
+    """Tool use IDs whose `tool_result` the transcript already holds."""
+    answered: set[str] = set()
     for entry in entries:
         message = entry.get("message")
         if entry.get("type") != "user" or not isinstance(message, dict):
@@ -369,13 +396,11 @@ def _has_tool_result(entries: Sequence[JsonObject], tool_use_id: str) -> bool:
         if not isinstance(content, list):
             continue
         for block in content:
-            if (
-                isinstance(block, dict)
-                and block.get("type") == "tool_result"
-                and block.get("tool_use_id") == tool_use_id
-            ):
-                return True
-    return False
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                tool_use_id = block.get("tool_use_id")
+                if isinstance(tool_use_id, str):
+                    answered.add(tool_use_id)
+    return frozenset(answered)
 
 
 def _require_str(data: Mapping[str, Any], key: str) -> str:

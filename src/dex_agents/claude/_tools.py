@@ -21,13 +21,13 @@ from claude_agent_sdk import SdkMcpTool
 # by the `claude` extra), so a custom tool looks and answers exactly as it would
 # through `create_sdk_mcp_server`.
 from claude_agent_sdk import (
-    _build_input_schema as _sdk_input_schema,  # pyright: ignore[reportPrivateUsage]
+    _build_input_schema as _sdk_input_schema,
 )
 from claude_agent_sdk import (
-    _build_meta as _sdk_tool_meta,  # pyright: ignore[reportPrivateUsage]
+    _build_meta as _sdk_tool_meta,
 )
 from claude_agent_sdk import (
-    _convert_tool_content as _sdk_tool_content,  # pyright: ignore[reportPrivateUsage]
+    _convert_tool_content as _sdk_tool_content,
 )
 
 from ..session import ToolEffect, ToolPolicy

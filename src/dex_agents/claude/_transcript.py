@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-from claude_agent_sdk import SessionKey, SessionStore, SessionStoreEntry
+from claude_agent_sdk import SessionKey, SessionStoreEntry
 
 from ..session import JsonObject, StoredMessage
 
@@ -43,7 +43,7 @@ def kept_entries(entries: Iterable[JsonObject]) -> list[JsonObject]:
     return [e for e in entries if e.get("type") not in _DROPPED_ENTRY_TYPES]
 
 
-class ClaudeTranscriptStore(SessionStore):
+class ClaudeTranscriptStore:
     """A `claude_agent_sdk.SessionStore` over one segment's view of the transcript.
 
     `committed` are the entries of the Claude session `session_id` that the
@@ -51,8 +51,8 @@ class ClaudeTranscriptStore(SessionStore):
     transcript under any project key, so a changed `cwd` still finds them.
     Everything else behaves as a plain in-memory store: appended entries are
     kept per key, in call order, and returned by `load` after the committed
-    ones. The optional `SessionStore` methods stay unimplemented: a segment
-    only loads and mirrors one session.
+    ones. The optional `SessionStore` methods are left out (the SDK probes for
+    them): a segment only loads and mirrors one session.
     """
 
     def __init__(
@@ -99,7 +99,7 @@ def transcript_item(session_id: str, entries: Sequence[JsonObject]) -> JsonObjec
     return {
         "kind": CLAUDE_TRANSCRIPT_ITEM_KIND,
         "session_id": session_id,
-        "entries": list(entries),  # pyright: ignore[reportReturnType]
+        "entries": list(entries),
     }
 
 
@@ -188,7 +188,7 @@ def _content(entry: JsonObject) -> list[dict[str, Any]]:
     content = message.get("content")
     if not isinstance(content, list):
         return []
-    return [b for b in content if isinstance(b, dict)]  # pyright: ignore[reportUnknownVariableType]
+    return [b for b in content if isinstance(b, dict)]
 
 
 def _tool_results(entry: JsonObject) -> list[dict[str, Any]]:
@@ -223,9 +223,5 @@ def tool_result_text(block: dict[str, Any]) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(
-            str(b.get("text", ""))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            for b in content  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(b, dict)
-        )
+        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
     return ""

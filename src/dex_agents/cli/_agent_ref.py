@@ -17,7 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..temporal import AgentSessionFlow
-from ._errors import CommandError
+from ._errors import BadArgumentError
 
 _FORMAT_HINT = "write `module:attr` or `path/to/file.py:attr`"
 
@@ -26,7 +26,7 @@ def load_flow(ref: str) -> AgentSessionFlow:
     """Import `ref` and return its flow.
 
     Raises:
-        CommandError: (exit code 2) the reference is malformed, its module or
+        BadArgumentError: the reference is malformed, its module or
             attribute is missing, importing it failed, or it is not a flow.
     """
     target, sep, attr = ref.rpartition(":")
@@ -49,7 +49,7 @@ def load_flow(ref: str) -> AgentSessionFlow:
         value = made
     raise _bad(
         ref,
-        f"`{attr}` is a {type(value).__name__}, not an `AgentSessionFlow`; point at "
+        f"`{attr}` is of type {type(value).__name__!r}, not an `AgentSessionFlow`; point at "
         "the result of `create_agent_session_flow(...)` (or a function returning it)",
     )
 
@@ -101,16 +101,14 @@ def _import_file(ref: str, path: Path) -> ModuleType:
     return module
 
 
-def _bad(ref: str, reason: str) -> CommandError:
-    return CommandError(f"bad `--agent {ref}`: {reason}", exit_code=2)
+def _bad(ref: str, reason: str) -> BadArgumentError:
+    return BadArgumentError(f"bad `--agent {ref}`: {reason}")
 
 
-def _import_failed(ref: str, target: str, err: Exception) -> CommandError:
+def _import_failed(ref: str, target: str, err: Exception) -> BadArgumentError:
     first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
     how = (
-        f"python {target}"
-        if target.endswith(".py")
-        else f"python -c 'import {target}'"
+        f"python {target}" if target.endswith(".py") else f"python -c 'import {target}'"
     )
     return _bad(
         ref,

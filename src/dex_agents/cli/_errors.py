@@ -25,15 +25,20 @@ _T = TypeVar("_T")
 
 
 class CommandError(click.ClickException):
-    """A failure the user can act on; exit code 1, or 2 for a bad argument."""
+    """A failure the user can act on (exit code 1)."""
 
-    def __init__(self, message: str, *, exit_code: int = 1) -> None:
+    def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
-        self.exit_code = exit_code
 
     def show(self, file: IO[Any] | None = None) -> None:
         """Print `error: <message>` on stderr, on one line whatever the width."""
         click.echo(f"error: {self.format_message()}", file=file, err=True)
+
+
+class BadArgumentError(CommandError):
+    """An argument that cannot work, such as a wrong `--agent` (exit code 2)."""
+
+    exit_code = 2
 
 
 def one_line(message: str) -> str:
@@ -60,10 +65,7 @@ def translated_errors() -> Iterator[None]:
     except DexAgentsError as err:
         raise CommandError(str(err)) from err
     except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        raise CommandError(
-            f"the session refused: {cause.message if cause else err.message}"
-        ) from err
+        raise CommandError(f"the session refused: {err.cause or err}") from err
     except RPCError as err:
         raise CommandError(
             f"Temporal answered {err.status.name}: {err.message}"

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter
@@ -250,7 +250,13 @@ class AgentSessionWorkflow:
                 ),
             )
         except ActivityError as err:
-            await self._fail_turn(active, _failure_text(err))
+            reason = _failure_text(err)
+            if isinstance(err.cause, TimeoutError):
+                reason = (
+                    f"the model segment exceeded `run_model_limit` ({opts.run_model_limit}) "
+                    f"or stopped heartbeating ({reason}); raise the limit in the session options"
+                )
+            await self._fail_turn(active, reason)
             return
         summary = self._summary(active.turn_id)
         self.state.usage = self.state.usage + out.usage

@@ -1,0 +1,507 @@
+"""`dex-agents chat`: a terminal conversation with one durable session.
+
+The chat owns nothing the session needs: messages and approvals go to the
+session's workflow through the client RPCs, and everything shown comes from the
+runtime store's event log (live text, tool calls, approvals, turn ends) and the
+session's snapshot (history). So leaving the chat, or killing it, loses nothing:
+coming back replays the turn in progress from its first event and asks again for
+any approval still waiting.
+
+Reading a line blocks, so the chat is a plain loop that reads input and runs
+each network step on one `asyncio.Runner`; Ctrl-C while a turn runs leaves the
+chat (the turn goes on in the worker) instead of killing anything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Literal
+
+from rich.console import Console
+from rich.text import Text
+
+from .._errors import EngineError
+from ..session import EventRecord, JsonObject
+from ..stores import SQLiteRuntimeStore
+from ..temporal import (
+    AgentSessionFlow,
+    AgentSnapshot,
+    Interrupt,
+    get_agent_snapshot,
+    resolve_interrupt,
+    send_user_message,
+    start_agent_session,
+)
+from . import _render as render
+from ._context import (
+    Connection,
+    Target,
+    connect,
+    describe_session,
+    open_store,
+    require_worker,
+    worker_seen,
+)
+from ._errors import CommandError, translated_errors
+
+_QUIT = frozenset({"/quit", "/exit", "/q"})
+_HELP = (
+    "type a message and press Enter; the agent's answer streams below.\n"
+    "approvals: a (approve), r (reject, then an optional message for the agent).\n"
+    "/quit or Ctrl-D leaves (the session keeps running; come back any time).\n"
+    "Ctrl-C while a turn runs leaves too: the turn continues in the worker."
+)
+_POLL = 0.03
+_SILENCE_CHECK = 5.0
+"""Seconds without events before the chat checks the worker and the session."""
+
+State = Literal["idle", "running", "approval"]
+
+
+class _Leave(Exception):
+    """The user chose to leave while an approval waits."""
+
+
+class Chat:
+    """One chat: the connection, the store, and what has been shown so far."""
+
+    def __init__(
+        self,
+        out: Console,
+        conn: Connection,
+        store: SQLiteRuntimeStore,
+        session_id: str,
+        *,
+        flow: AgentSessionFlow | None,
+        flow_type: str,
+        task_queue: str,
+        exists: bool,
+    ) -> None:
+        self.out = out
+        self.conn = conn
+        self.store = store
+        self.session_id = session_id
+        self.flow = flow
+        self.flow_type = flow_type
+        self.task_queue = task_queue
+        self.exists = exists
+        self.state: State = "idle"
+        self.cursor = 0
+        self._line: Literal["", "text", "reasoning"] = ""
+        self._turn_text = False
+        self._attempts: dict[tuple[str, str], int] = {}
+        self._interrupts: dict[str, JsonObject] = {}
+        self._pending: set[str] = set()
+        self.asking: Interrupt | None = None
+        """The approval being asked about, named when the user leaves."""
+
+    # -- opening and closing ----------------------------------------------------
+
+    @classmethod
+    async def open(
+        cls,
+        target: Target,
+        session_id: str,
+        flow: AgentSessionFlow | None,
+        out: Console,
+    ) -> Chat:
+        """Connect, check the session and its worker, and open the store.
+
+        Raises:
+            CommandError: no server, no worker, an ended session, a new session
+                without `--agent`, or an `--agent` of another flow.
+        """
+        conn = await connect(target)
+        info = await describe_session(conn.client, session_id)
+        if info is None and flow is None:
+            raise CommandError(
+                f"session {session_id!r} does not exist yet; pass `--agent "
+                "module:flow` to start it"
+            )
+        if info is not None and not info.running:
+            raise CommandError(
+                f"session {session_id!r} has ended (its workflow is {info.status}); "
+                f"see its history with `dex-agents show {session_id}`"
+            )
+        if info is not None and flow is not None and info.flow_type != flow.flow_type:
+            raise CommandError(
+                f"session {session_id!r} runs flow {info.flow_type!r}, but `--agent` "
+                f"is flow {flow.flow_type!r}; leave out `--agent` or use another "
+                "session ID"
+            )
+        if info is not None:
+            flow_type, task_queue = info.flow_type, info.task_queue
+        else:
+            assert flow is not None
+            flow_type, task_queue = flow.flow_type, flow.task_queue
+        await require_worker(conn.client, flow_type, task_queue)
+        store = await open_store(target)
+        return cls(
+            out,
+            conn,
+            store,
+            session_id,
+            flow=flow,
+            flow_type=flow_type,
+            task_queue=task_queue,
+            exists=info is not None,
+        )
+
+    async def close(self) -> None:
+        """Release the store."""
+        await self.store.close()
+
+    async def intro(self) -> None:
+        """Print the header and the history; set where following starts."""
+        out = self.out
+        out.print(
+            Text.assemble(
+                ("dex-agents chat  ", "bold"),
+                ("session ", "dim"),
+                (self.session_id, "bold cyan"),
+                ("  flow ", "dim"),
+                self.flow_type,
+                ("  on ", "dim"),
+                self.conn.address,
+            ),
+            soft_wrap=True,
+        )
+        out.print(Text("/help for help, /quit or Ctrl-D to leave", style="dim"))
+        if not self.exists:
+            out.print(Text("new session: your first message starts it", style="dim"))
+            return
+        snapshot = await self._snapshot()
+        if snapshot is None:
+            return
+        busy = snapshot.status != "idle"
+        finished = snapshot.turns[:-1] if busy else snapshot.turns
+        if finished:
+            out.print(Text(f"── history: {len(finished)} turn(s) ──", style="dim"))
+            for turn in finished:
+                render.print_turn(out, turn, header=False)
+        end, turn_start = await self._scan()
+        self.cursor = end
+        if busy:
+            out.print(Text("── turn in progress ──", style="dim"))
+            if snapshot.turns:
+                for prompt in snapshot.turns[-1].prompts:
+                    render.print_prompt(out, prompt)
+            # Replay the running turn from its first event, so its text, tool
+            # calls and approval show exactly as if the chat had never left.
+            self.cursor = turn_start
+            self.state = "running"
+            for interrupt in snapshot.pending_interrupts:
+                self._pending.add(interrupt.interrupt_id)
+                self._interrupts[interrupt.interrupt_id] = {
+                    "tool_name": interrupt.tool_name
+                }
+
+    async def _scan(self) -> tuple[int, int]:
+        """The last cursor of the session, and the cursor before its last turn began."""
+        cursor = turn_start = 0
+        while batch := await self.store.read_events(self.session_id, after=cursor):
+            for event in batch:
+                if event.type == "turn_started":
+                    turn_start = event.cursor - 1
+            cursor = batch[-1].cursor
+        return cursor, turn_start
+
+    # -- talking ----------------------------------------------------------------
+
+    async def send(self, text: str) -> None:
+        """Send a message (starting the session with it if new)."""
+        async with render.Progress(self.out, "sending"):
+            if self.exists:
+                await send_user_message(self.conn.client, None, self.session_id, text)
+            else:
+                assert self.flow is not None
+                await start_agent_session(
+                    self.conn.client, self.flow, self.session_id, initial_message=text
+                )
+                self.exists = True
+        self.state = "running"
+
+    async def resolve(
+        self, interrupt: Interrupt, approved: bool, message: str | None
+    ) -> None:
+        """Answer an approval; the outcome line comes from the event log."""
+        async with render.Progress(self.out, "sending your answer"):
+            changed = await resolve_interrupt(
+                self.conn.client,
+                None,
+                self.session_id,
+                interrupt_id=interrupt.interrupt_id,
+                approved=approved,
+                rejection_message=message,
+            )
+        if not changed:
+            self.out.print(
+                Text("that approval was already answered elsewhere", style="yellow")
+            )
+        self.state = "running"
+
+    async def follow(self) -> list[Interrupt]:
+        """Show events until the session is idle, or approvals wait for an answer.
+
+        Returns:
+            The approvals to ask about; empty once the session is idle.
+        """
+        progress = render.Progress(self.out, "working")
+        loop = asyncio.get_running_loop()
+        silent_since = loop.time()
+        next_check = _SILENCE_CHECK
+        try:
+            while True:
+                batch = await self.store.read_events(self.session_id, after=self.cursor)
+                turn_ended = False
+                for event in batch:
+                    progress.hide()
+                    self.cursor = event.cursor
+                    turn_ended = self._show(event) or turn_ended
+                if batch:
+                    silent_since, next_check = loop.time(), _SILENCE_CHECK
+                    more = await self.store.read_events(
+                        self.session_id, after=self.cursor, limit=1
+                    )
+                    if more:
+                        continue
+                if turn_ended or (self._pending and not batch):
+                    snapshot = await self._snapshot()
+                    if snapshot is not None:
+                        last = snapshot.turns[-1] if snapshot.turns else None
+                        if (
+                            turn_ended
+                            and not self._turn_text
+                            and last
+                            and last.final_text
+                        ):
+                            # A runner that streams no text: show the final answer.
+                            render.print_answer(self.out, last.final_text)
+                        waiting = [
+                            i
+                            for i in snapshot.pending_interrupts
+                            if i.interrupt_id in self._pending
+                        ]
+                        if waiting:
+                            self.state = "approval"
+                            return waiting
+                        if snapshot.status == "idle" and not self._pending:
+                            self.state = "idle"
+                            return []
+                if not batch:
+                    if not self._line:
+                        progress.show()
+                    if loop.time() - silent_since > next_check:
+                        next_check += 2 * _SILENCE_CHECK
+                        await self._check_alive(progress)
+                    await asyncio.sleep(_POLL)
+        finally:
+            progress.hide()
+            self._end_line()
+
+    async def _check_alive(self, progress: render.Progress) -> None:
+        """During a long silence: say why if no worker runs; fail if the session ended."""
+        info = await describe_session(self.conn.client, self.session_id)
+        if info is not None and not info.running:
+            raise CommandError(
+                f"session {self.session_id!r} ended while following it (its "
+                f"workflow is {info.status})"
+            )
+        if not await worker_seen(self.conn.client, self.task_queue):
+            progress.hint(
+                f"no worker is serving flow {self.flow_type!r}; start one with "
+                "`dex-agents worker --agent module:flow`"
+            )
+
+    async def _snapshot(self) -> AgentSnapshot | None:
+        """The live snapshot from the session, else the store's projection."""
+        try:
+            return await get_agent_snapshot(self.conn.client, None, self.session_id)
+        except EngineError:
+            projected = await self.store.get_snapshot(self.session_id)
+            return None if projected is None else render.snapshot_from_json(projected)
+
+    # -- rendering events -------------------------------------------------------
+
+    def _show(self, event: EventRecord) -> bool:
+        """Print one event; True when it ends a turn."""
+        key = (event.turn_id, event.step_execution_id)
+        seen = self._attempts.get(key)
+        if seen is not None and event.attempt < seen:
+            return False  # a late write of an attempt that was already retried
+        if seen is not None and event.attempt > seen:
+            self._end_line()
+            self._note(
+                f"↻ retrying ({event.step_execution_id}, attempt {event.attempt}); "
+                "its output starts over",
+                "yellow",
+            )
+        self._attempts[key] = event.attempt
+        data = event.data
+        match event.type:
+            case "turn_started":
+                self._turn_text = False
+            case "text_delta":
+                self._write("text", str(data.get("text", "")))
+            case "reasoning_delta":
+                self._write("reasoning", str(data.get("text", "")))
+            case "tool_call_started":
+                self._end_line()
+                self.out.print(
+                    Text.assemble(
+                        ("⚙ ", "magenta"),
+                        (str(data.get("tool_name")), "bold"),
+                        " ",
+                        (render.arguments_text(_object(data.get("arguments"))), "dim"),
+                    ),
+                    soft_wrap=True,
+                )
+            case "tool_call_finished":
+                self._end_line()
+                status = str(data.get("status", ""))
+                self.out.print(
+                    Text.assemble(
+                        "  ↳ ",
+                        (status, "green" if status == "finished" else "red"),
+                        f": {render.preview(str(data.get('output', '')))}",
+                    ),
+                    soft_wrap=True,
+                )
+            case "interrupt_created":
+                self._end_line()
+                interrupt_id = str(data.get("interrupt_id"))
+                self._interrupts[interrupt_id] = data
+                self._pending.add(interrupt_id)
+            case "interrupt_resolved":
+                self._end_line()
+                interrupt_id = str(data.get("interrupt_id"))
+                self._pending.discard(interrupt_id)
+                tool = self._interrupts.get(interrupt_id, {}).get("tool_name", "")
+                if data.get("approved"):
+                    self._note(f"✓ approved {tool} ({interrupt_id})", "green")
+                else:
+                    reason = data.get("rejection_message")
+                    self._note(
+                        f"✗ rejected {tool} ({interrupt_id})"
+                        + (f": {reason}" if reason else ""),
+                        "red",
+                    )
+            case "turn_completed":
+                self._end_line()
+                return True
+            case "turn_failed":
+                self._end_line()
+                self._note(f"✗ turn failed: {data.get('error', '')}", "red")
+                return True
+            case _:
+                pass
+        return False
+
+    def _write(self, kind: Literal["text", "reasoning"], text: str) -> None:
+        if self._line != kind:
+            self._end_line()
+            if kind == "text":
+                self.out.print(Text("agent › ", style="bold green"), end="")
+            else:
+                self.out.print(Text("thinking › ", style="dim"), end="")
+            self._line = kind
+        style = "dim italic" if kind == "reasoning" else ""
+        self.out.print(Text(text, style=style), end="", soft_wrap=True)
+        if kind == "text":
+            self._turn_text = True
+
+    def _end_line(self) -> None:
+        if self._line:
+            self.out.print()
+            self._line = ""
+
+    def _note(self, text: str, style: str) -> None:
+        self.out.print(Text(text, style=style), soft_wrap=True)
+
+
+def _object(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+
+# -- the loop -------------------------------------------------------------------
+
+
+def run_chat(target: Target, session_id: str, flow: AgentSessionFlow | None) -> None:
+    """Run the chat until the user leaves."""
+    out = render.console()
+    with translated_errors(), asyncio.Runner() as runner:
+        chat = runner.run(Chat.open(target, session_id, flow, out))
+        try:
+            runner.run(chat.intro())
+            _converse(runner, chat)
+        finally:
+            with contextlib.suppress(Exception):
+                runner.run(chat.close())
+
+
+def _converse(runner: asyncio.Runner, chat: Chat) -> None:
+    out = chat.out
+    try:
+        while True:
+            if chat.state != "idle":
+                waiting = runner.run(chat.follow())
+                for interrupt in waiting:
+                    chat.asking = interrupt
+                    approved, message = _ask(out, interrupt)
+                    runner.run(chat.resolve(interrupt, approved, message))
+                continue
+            text = out.input(Text("you › ", style="bold blue"))
+            command = text.strip()
+            if not command:
+                continue
+            if command in _QUIT:
+                break
+            if command == "/help":
+                out.print(Text(_HELP, style="dim"))
+                continue
+            if command.startswith("/"):
+                out.print(
+                    Text(f"unknown command {command}; /help lists them", "yellow")
+                )
+                continue
+            runner.run(chat.send(text))
+    except (EOFError, KeyboardInterrupt, _Leave):
+        out.print()
+    _goodbye(chat)
+
+
+def _ask(out: Console, interrupt: Interrupt) -> tuple[bool, str | None]:
+    render.print_interrupt(out, interrupt)
+    while True:
+        answer = out.input(Text("approve or reject? [a/r] › ", style="bold yellow"))
+        answer = answer.strip().lower()
+        if answer in ("a", "approve", "y", "yes"):
+            return True, None
+        if answer in ("r", "reject", "n", "no"):
+            message = out.input(Text("message for the agent (optional) › ", "dim"))
+            return False, message.strip() or None
+        if answer in _QUIT:
+            raise _Leave
+        out.print(
+            Text("type a to approve, r to reject, or /quit to leave it waiting", "dim")
+        )
+
+
+def _goodbye(chat: Chat) -> None:
+    sid = chat.session_id
+    match chat.state:
+        case "approval":
+            intr = chat.asking.interrupt_id if chat.asking else "INTERRUPT_ID"
+            text = (
+                f"left with an approval waiting; answer it with `dex-agents chat {sid}` "
+                f"or `dex-agents approve|reject {sid} {intr}`"
+            )
+        case "running":
+            text = (
+                "left while the turn runs; it continues in the worker. Come back "
+                f"with `dex-agents chat {sid}`"
+            )
+        case "idle":
+            text = f"bye; come back with `dex-agents chat {sid}`"
+    chat.out.print(Text(text, style="dim"), soft_wrap=True)
