@@ -175,6 +175,9 @@ class Term:
 
     def wait_exit(self, timeout: float = 30) -> int:
         """Read to the end and return the exit status (killing a hung process)."""
+        if self.child.closed:
+            assert self.child.exitstatus is not None
+            return self.child.exitstatus
         deadline = time.monotonic() + timeout
         try:
             while time.monotonic() < deadline:
@@ -195,7 +198,7 @@ class Term:
 
     def stop(self) -> int:
         """Ctrl-C the process and return its exit status."""
-        if self.child.isalive():
+        if not self.child.closed and self.child.isalive():
             self.child.sendintr()
         return self.wait_exit()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import uuid
 from pathlib import Path
 
 from conftest import Term, agent_env, flow_config, invoke, spawn
@@ -14,6 +15,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import Ledger, ledger_flow
+
+
+RUN = uuid.uuid4().hex[:6]
+"""Suffix of session IDs: the run's dev server outlives a single test."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -79,8 +84,8 @@ async def test_worker_serves_the_agent_on_a_running_server(
     worker_process: Term,
 ) -> None:
     sessions = await _sessions(client, tmp_path, flow_type)
-    await sessions.start("w-1", initial_message="say hello")
-    snap = await sessions.wait_for_idle("w-1")
+    await sessions.start(f"w-1-{RUN}", initial_message="say hello")
+    snap = await sessions.wait_for_idle(f"w-1-{RUN}")
     assert snap.turns[0].final_text == "said: hello"
     await sessions.store.close()
     worker_process.sendintr()
@@ -110,12 +115,11 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     worker_process: Term,
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    chat = _chat(engine, tmp_path, flow_type, "c-1", "--agent", "agents:flow")
+    chat = _chat(engine, tmp_path, flow_type, f"c-1-{RUN}", "--agent", "agents:flow")
     chat.expect("new session")
     chat.expect("you › ")
     chat.sendline('call create_refund {"orderId": "7"}')
-    chat.expect(r"approval needed (intr_\w+)")
-    first = chat.match.group(1)
+    first = chat.expect(r"approval needed (intr_\w+)").group(1)
     chat.expect("tool +create_refund")
     chat.expect("effect +non-idempotent write: runs at most once")
     chat.expect(re.escape('input   {"orderId": "7"}'))
@@ -131,15 +135,14 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
 
     # Leave while the next approval waits: the session keeps it.
     chat.sendline('call create_refund {"orderId": "8"}')
-    chat.expect(r"approval needed (intr_\w+)")
-    second = chat.match.group(1)
+    second = chat.expect(r"approval needed (intr_\w+)").group(1)
     chat.expect(re.escape("approve or reject? [a/r]"))
     chat.sendcontrol("d")
     chat.expect(f"left with an approval waiting.*{second}")
     assert chat.wait_exit() == 0
 
     # Coming back (no --agent needed) shows the history and asks again.
-    chat = _chat(engine, tmp_path, flow_type, "c-1")
+    chat = _chat(engine, tmp_path, flow_type, f"c-1-{RUN}")
     chat.expect("history: 1 turn")
     chat.expect(
         re.escape('⚙ create_refund {"orderId": "7"} → finished: refunded order 7')
@@ -167,7 +170,7 @@ async def test_chat_shows_progress_and_can_leave_a_running_turn(
     flow_type: str,
     worker_process: Term,
 ) -> None:
-    chat = _chat(engine, tmp_path, flow_type, "c-2", "--agent", "agents:flow")
+    chat = _chat(engine, tmp_path, flow_type, f"c-2-{RUN}", "--agent", "agents:flow")
     chat.expect("you › ")
     chat.sendline("say slow ;; pause g1")
     chat.expect(r"working \d+s")
@@ -176,7 +179,7 @@ async def test_chat_shows_progress_and_can_leave_a_running_turn(
     assert chat.wait_exit() == 0
 
     (tmp_path / "gates" / "g1").write_text("")
-    chat = _chat(engine, tmp_path, flow_type, "c-2")
+    chat = _chat(engine, tmp_path, flow_type, f"c-2-{RUN}")
     chat.expect("agent › said: slow")
     chat.expect("you › ")
     chat.sendline("say again")
@@ -194,12 +197,12 @@ async def test_events_follow_prints_new_events_until_ctrl_c(
     worker_process: Term,
 ) -> None:
     sessions = await _sessions(client, tmp_path, flow_type)
-    await sessions.start("e-1", initial_message="say one")
-    await sessions.wait_for_idle("e-1")
+    await sessions.start(f"e-1-{RUN}", initial_message="say one")
+    await sessions.wait_for_idle(f"e-1-{RUN}")
     follow = spawn(
         [
             "events",
-            "e-1",
+            f"e-1-{RUN}",
             "--follow",
             "--state-dir",
             str(engine.state_dir),
@@ -211,7 +214,7 @@ async def test_events_follow_prints_new_events_until_ctrl_c(
     )
     follow.expect('text_delta +"said: one"')
     follow.expect("turn_completed")
-    await sessions.send_user_message("e-1", "say two")
+    await sessions.send_user_message(f"e-1-{RUN}", "say two")
     follow.expect('text_delta +"said: two"')
     follow.expect("turn_completed")
     await sessions.store.close()

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, TimeoutError
+from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import TimeoutError as StepTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter
@@ -251,7 +252,7 @@ class AgentSessionWorkflow:
             )
         except ActivityError as err:
             reason = _failure_text(err)
-            if isinstance(err.cause, TimeoutError):
+            if isinstance(err.cause, StepTimeoutError):
                 reason = (
                     f"the model segment exceeded `run_model_limit` ({opts.run_model_limit}) "
                     f"or stopped heartbeating ({reason}); raise the limit in the session options"

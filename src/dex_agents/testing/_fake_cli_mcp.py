@@ -89,9 +89,11 @@ class McpServers:
             await self._notify(server, "notifications/initialized")
             listed = await self._request(server, "tools/list", None)
             tools = listed.get("tools")
-            server.tools = [
-                cast(JsonObject, t) for t in tools or [] if isinstance(t, dict)
-            ] if isinstance(tools, list) else []
+            server.tools = (
+                [cast(JsonObject, t) for t in tools or [] if isinstance(t, dict)]
+                if isinstance(tools, list)
+                else []
+            )
             server.status = "connected"
         except (McpCallError, OSError) as e:
             server.status = "failed"
@@ -147,7 +149,11 @@ class McpServers:
     async def _request(
         self, server: McpServer, method: str, params: JsonObject | None
     ) -> JsonObject:
-        message: JsonObject = {"method": method, "jsonrpc": "2.0", "id": next(server._ids)}
+        message: JsonObject = {
+            "method": method,
+            "jsonrpc": "2.0",
+            "id": next(server._ids),
+        }
         if params is not None:
             message["params"] = params
         response = await self._send(server, message)
@@ -176,11 +182,15 @@ class McpServers:
                 except Exception as e:
                     raise McpCallError(f"{server.name}: {e}") from e
                 response = answer.get("mcp_response")
-                return cast(JsonObject, response) if isinstance(response, dict) else None
+                return (
+                    cast(JsonObject, response) if isinstance(response, dict) else None
+                )
             case "http" | "sse":
                 return await asyncio.to_thread(_post, server, message)
             case other:
-                raise McpCallError(f"{server.name}: the fake CLI cannot run {other!r} servers")
+                raise McpCallError(
+                    f"{server.name}: the fake CLI cannot run {other!r} servers"
+                )
 
 
 def _post(server: McpServer, message: JsonObject) -> JsonObject | None:

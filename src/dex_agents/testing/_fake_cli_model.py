@@ -121,7 +121,9 @@ def plan_reply(messages: Sequence[ViewMessage], tool_names: Collection[str]) -> 
             return Failure(pause=script.pause)
         case Stall(gate=gate):
             if not _last_user_has_results(messages):
-                lookup = _resolve(ToolCallSpec(name="lookup", input=STALL_INPUT), tool_names)
+                lookup = _resolve(
+                    ToolCallSpec(name="lookup", input=STALL_INPUT), tool_names
+                )
                 return CallTools(calls=(lookup,))
             return Answer(text=_summary(turn), pause=script.pause, stall=gate)
         case Call(calls=calls):
@@ -143,7 +145,9 @@ def _after_results(
             if sum(1 for b in uses if b.get("id") == first_id) < 2:
                 call = _resolve(script.reuse, tool_names)
                 return CallTools(
-                    calls=(PlannedCall(name=call.name, input=call.input, use_id=first_id),)
+                    calls=(
+                        PlannedCall(name=call.name, input=call.input, use_id=first_id),
+                    )
                 )
             result = _last_result(turn, first_id)
             text = f"reused {script.reuse.name}: {result}"
@@ -172,7 +176,9 @@ def _prompt_texts(messages: Sequence[ViewMessage]) -> list[str]:
     for message in messages:
         if not message.is_prompt:
             continue
-        blocks = [str(b.get("text", "")) for b in message.content if b.get("type") == "text"]
+        blocks = [
+            str(b.get("text", "")) for b in message.content if b.get("type") == "text"
+        ]
         marked = [t.strip() for t in blocks if MARKER in t]
         texts.extend(marked or [t.strip() for t in blocks[-1:]])
     return texts

@@ -122,7 +122,9 @@ class Tools:
         """PreToolUse matchers from the initialize request."""
         self.permission_mode = args.permission_mode
 
-    async def handle(self, use: ToolUse, caller: Caller, *, hooks: bool = True) -> ToolResult:
+    async def handle(
+        self, use: ToolUse, caller: Caller, *, hooks: bool = True
+    ) -> ToolResult:
         """Decide one call and run it if allowed; `hooks=False` skips PreToolUse."""
         decision = await self.decide(use, caller) if hooks else Decision(kind="none")
         match decision.kind:
@@ -145,7 +147,9 @@ class Tools:
                     "source": "hook",
                     "reasonType": "hook",
                 }
-                return await self.run(use, decision.updated_input or use.input, caller, accepted)
+                return await self.run(
+                    use, decision.updated_input or use.input, caller, accepted
+                )
             case "ask" | "none":
                 return await self._ask_host(use, decision, caller)
 
@@ -170,7 +174,10 @@ class Tools:
         if caller.agent_id is not None:
             hook_input |= {"agent_id": caller.agent_id, "agent_type": caller.agent_type}
         outputs = await asyncio.gather(
-            *(self._hook(callback_id, timeout, hook_input, use.id) for callback_id, timeout in ids)
+            *(
+                self._hook(callback_id, timeout, hook_input, use.id)
+                for callback_id, timeout in ids
+            )
         )
         decisions = [d for d in map(_decision_of, outputs) if d.kind != "none"]
         if not decisions:
@@ -199,9 +206,14 @@ class Tools:
             # A failing or silent hook decides nothing; the call goes on.
             return {}
 
-    async def _ask_host(self, use: ToolUse, decision: Decision, caller: Caller) -> ToolResult:
+    async def _ask_host(
+        self, use: ToolUse, decision: Decision, caller: Caller
+    ) -> ToolResult:
         if decision.kind == "none":
-            if self._allowed_by_rule(use.name) or self.permission_mode == "bypassPermissions":
+            if (
+                self._allowed_by_rule(use.name)
+                or self.permission_mode == "bypassPermissions"
+            ):
                 accepted: JsonObject = {"decision": "accept", "source": "config"}
                 return await self.run(use, use.input, caller, accepted)
             if self.permission_mode == "dontAsk":
@@ -242,10 +254,20 @@ class Tools:
             return _denied(str(e), None)
         if answer.get("behavior") == "allow":
             updated = answer.get("updatedInput")
-            tool_input = cast(dict[str, JsonValue], updated) if isinstance(updated, dict) else use.input
-            accepted = {"decision": "accept", "source": "user_temporary", "grantScope": "once"}
+            tool_input = (
+                cast(dict[str, JsonValue], updated)
+                if isinstance(updated, dict)
+                else use.input
+            )
+            accepted = {
+                "decision": "accept",
+                "source": "user_temporary",
+                "grantScope": "once",
+            }
             return await self.run(use, tool_input, caller, accepted)
-        return _denied(str(answer.get("message", "")), {"decision": "reject", "source": "user"})
+        return _denied(
+            str(answer.get("message", "")), {"decision": "reject", "source": "user"}
+        )
 
     def _allowed_by_rule(self, name: str) -> bool:
         return any(
@@ -269,7 +291,9 @@ class Tools:
             result = await self._run_bash(tool_input)
         else:
             text = f"<tool_use_error>Error: No such tool available: {use.name}</tool_use_error>"
-            result = ToolResult(content=text, is_error=True, tool_use_result=f"Error: {text}")
+            result = ToolResult(
+                content=text, is_error=True, tool_use_result=f"Error: {text}"
+            )
         return ToolResult(
             content=result.content,
             is_error=result.is_error,
@@ -277,16 +301,24 @@ class Tools:
             permission=permission,
         )
 
-    async def _run_mcp(self, use: ToolUse, tool_input: dict[str, JsonValue]) -> ToolResult:
+    async def _run_mcp(
+        self, use: ToolUse, tool_input: dict[str, JsonValue]
+    ) -> ToolResult:
         found = self._mcp.find(use.name)
         if found is None:
             text = f"<tool_use_error>Error: No such tool available: {use.name}</tool_use_error>"
-            return ToolResult(content=text, is_error=True, tool_use_result=f"Error: {text}")
+            return ToolResult(
+                content=text, is_error=True, tool_use_result=f"Error: {text}"
+            )
         server, tool = found
         try:
-            result = await self._mcp.call(server, str(tool.get("name")), tool_input, use.id)
+            result = await self._mcp.call(
+                server, str(tool.get("name")), tool_input, use.id
+            )
         except McpCallError as e:
-            return ToolResult(content=str(e), is_error=True, tool_use_result=f"Error: {e}")
+            return ToolResult(
+                content=str(e), is_error=True, tool_use_result=f"Error: {e}"
+            )
         blocks = [_claude_block(b) for b in _list(result.get("content"))]
         return ToolResult(
             content=blocks,

@@ -111,16 +111,17 @@ class Transcript:
     tail: str | None = None
     _unsent: list[JsonObject] = field(default_factory=lambda: [])
 
-    def __post_init__(self) -> None:
-        if self.tail is None:
-            self.tail = next(
-                (
-                    str(e["uuid"])
-                    for e in reversed(self.entries)
-                    if e.get("type") in _CHAIN_TYPES and isinstance(e.get("uuid"), str)
-                ),
-                None,
-            )
+    def load(self, entries: list[JsonObject]) -> None:
+        """Take the entries of a resumed session; new ones chain after them."""
+        self.entries.extend(entries)
+        self.tail = next(
+            (
+                str(e["uuid"])
+                for e in reversed(self.entries)
+                if e.get("type") in _CHAIN_TYPES and isinstance(e.get("uuid"), str)
+            ),
+            None,
+        )
 
     def append(self, entry: JsonObject, *, parent: str | None = None) -> JsonObject:
         """Append a conversation entry after the tail, or after `parent`."""

@@ -21,12 +21,13 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 from pydantic import JsonValue
 
 from ._fake_cli_args import CliArgs, JsonObject
 from ._fake_cli_model import Answer, CallTools, Failure, Plan, plan_reply
+from ._fake_cli_tools import Caller, ToolResult, Tools, ToolUse
 from ._fake_cli_transcript import Transcript, now_iso
 from ._fake_cli_usage import (
     SUBAGENT_MODEL,
@@ -36,7 +37,6 @@ from ._fake_cli_usage import (
     response_model,
 )
 from ._fake_cli_wire import Wire
-from ._fake_cli_tools import Caller, ToolResult, Tools, ToolUse
 from ._script import ScriptError
 
 GATE_DIR_ENV = "DEX_FAKE_CLAUDE_GATE_DIR"
@@ -141,15 +141,26 @@ class Conversations:
                     case Answer(text=text, pause=pause, stall=stall):
                         await wait_at_gate(pause)
                         block: JsonObject = {"type": "text", "text": text}
-                        await self._model_call(ctx, seg, [block], "end_turn", stall=stall)
+                        await self._model_call(
+                            ctx, seg, [block], "end_turn", stall=stall
+                        )
                         return TurnEnd(kind="answered", text=text)
                     case CallTools(calls=calls):
                         uses = [
-                            ToolUse(id=c.use_id or _tool_use_id(), name=c.name, input=c.input)
+                            ToolUse(
+                                id=c.use_id or _tool_use_id(),
+                                name=c.name,
+                                input=c.input,
+                            )
                             for c in calls
                         ]
                         blocks: list[JsonObject] = [
-                            {"type": "tool_use", "id": u.id, "name": u.name, "input": u.input}
+                            {
+                                "type": "tool_use",
+                                "id": u.id,
+                                "name": u.name,
+                                "input": u.input,
+                            }
                             for u in uses
                         ]
                         await self._model_call(ctx, seg, blocks, "tool_use")
@@ -158,7 +169,9 @@ class Conversations:
             except GateError as e:
                 return TurnEnd(kind="failed", text=str(e))
 
-    async def _tool_round(self, ctx: Context, seg: Segment, uses: list[ToolUse]) -> bool:
+    async def _tool_round(
+        self, ctx: Context, seg: Segment, uses: list[ToolUse]
+    ) -> bool:
         """Handle every call of a reply; True when any was deferred."""
         assert self.tools is not None
         deferred = False
@@ -178,7 +191,11 @@ class Conversations:
                 )
             if result.denied:
                 seg.denials.append(
-                    {"tool_name": use.name, "tool_use_id": use.id, "tool_input": use.input}
+                    {
+                        "tool_name": use.name,
+                        "tool_use_id": use.id,
+                        "tool_input": use.input,
+                    }
                 )
             self.emit_tool_result(ctx, use, result)
         return deferred
@@ -203,10 +220,19 @@ class Conversations:
         transcript.flush()
 
     def emit_tool_result(
-        self, ctx: Context, use: ToolUse, result: ToolResult, *, parent: str | None = None
+        self,
+        ctx: Context,
+        use: ToolUse,
+        result: ToolResult,
+        *,
+        parent: str | None = None,
     ) -> None:
         """Send a call's result to the SDK and append it to the transcript."""
-        block: JsonObject = {"tool_use_id": use.id, "type": "tool_result", "content": result.content}
+        block: JsonObject = {
+            "tool_use_id": use.id,
+            "type": "tool_result",
+            "content": cast(JsonValue, result.content),
+        }
         if result.is_error or isinstance(result.content, str):
             block["is_error"] = result.is_error
         message: JsonObject = {"role": "user", "content": [block]}
@@ -245,72 +271,38 @@ class Conversations:
         *,
         stall: str | None = None,
     ) -> None:
-        message_id = f"msg_fake_{next(_message_numbers):04d}_{secrets.token_hex(6)}"
+        """Emit one model answer; `stall` waits at a gate half-way through it."""
+        number = next(_message_numbers)
+        head: JsonObject = {
+            "id": f"msg_fake_{number:04d}_{secrets.token_hex(6)}",
+            "type": "message",
+            "role": "assistant",
+            "model": response_model(ctx.model),
+        }
         request_id = f"req_fake_{secrets.token_hex(8)}"
-        model = response_model(ctx.model)
         texts = [str(b["text"]) for b in blocks if b.get("type") == "text"]
-        produced = "".join(texts) if texts else json.dumps(blocks)
-        output = output_tokens(produced)
+        output = output_tokens("".join(texts) if texts else json.dumps(blocks))
         self._usage.record(ctx.model, output, main=ctx.main)
         partial = self._args.include_partial_messages and ctx.main
         if ctx.main:
             seg.num_turns += 1
             seg.stop_reason = stop_reason
             self._system({"subtype": "status", "status": "requesting"})
-        head: JsonObject = {
-            "id": message_id,
-            "type": "message",
-            "role": "assistant",
-            "model": model,
-        }
         if partial:
             start = head | {"content": [], "stop_reason": None, "stop_sequence": None}
-            self._event({"type": "message_start", "message": start | {"usage": message_usage(1)}})
+            start["usage"] = message_usage(1)
+            self._event({"type": "message_start", "message": start})
         frame_uuids: list[str] = []
         for index, block in enumerate(blocks):
-            is_text = block.get("type") == "text"
-            raw = str(block["text"]) if is_text else json.dumps(block.get("input"))
-            kind, key = ("text_delta", "text") if is_text else ("input_json_delta", "partial_json")
-            if partial:
-                opening = {"type": "text", "text": ""} if is_text else block | {"input": {}}
-                self._event({"type": "content_block_start", "index": index, "content_block": opening})
-            middle = len(raw) // 2
-            for number, piece in enumerate((raw[:middle], raw[middle:])):
-                if partial and piece:
-                    delta: JsonObject = {"type": kind, key: piece}
-                    self._event({"type": "content_block_delta", "index": index, "delta": delta})
-                if number == 0 and stall is not None:
-                    await wait_at_gate(stall)
+            await self._stream_block(index, block, partial=partial, stall=stall)
             frame_uuids.append(str(uuid.uuid4()))
-            frame: JsonObject = {
-                "type": "assistant",
-                "message": head
-                | {
-                    "content": [block],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": message_usage(1),
-                    "context_management": None,
-                },
-                "parent_tool_use_id": ctx.parent_tool_use_id,
-                "session_id": self._session_id,
-                "uuid": frame_uuids[-1],
-                "timestamp": now_iso(),
-                "request_id": request_id,
-            }
-            if ctx.caller.agent_id is not None:
-                frame["agent_id"] = ctx.caller.agent_id
-            self._wire.send(frame)
+            self._send_assistant(ctx, head, block, frame_uuids[-1], request_id)
             if partial:
                 self._event({"type": "content_block_stop", "index": index})
         if partial:
-            self._event(
-                {
-                    "type": "message_delta",
-                    "delta": {"stop_reason": stop_reason, "stop_sequence": None},
-                    "usage": {"output_tokens": output},
-                }
-            )
+            stop: JsonObject = {"stop_reason": stop_reason, "stop_sequence": None}
+            usage: JsonObject = {"output_tokens": output}
+            self._event({"type": "message_delta", "delta": stop, "usage": usage})
             self._event({"type": "message_stop"})
         for block, frame_uuid in zip(blocks, frame_uuids, strict=True):
             message = head | {
@@ -319,15 +311,76 @@ class Conversations:
                 "stop_sequence": None,
                 "usage": message_usage(output),
             }
-            entry: JsonObject = {
-                "type": "assistant",
-                "message": message,
-                "requestId": request_id,
-                "requestedModel": ctx.model,
-                "uuid": frame_uuid,
-            }
-            ctx.transcript.append(entry)
+            ctx.transcript.append(
+                {
+                    "type": "assistant",
+                    "message": message,
+                    "requestId": request_id,
+                    "requestedModel": ctx.model,
+                    "uuid": frame_uuid,
+                }
+            )
         ctx.transcript.flush()
+
+    async def _stream_block(
+        self, index: int, block: JsonObject, *, partial: bool, stall: str | None
+    ) -> None:
+        """Stream a block in two deltas; a stall waits between them."""
+        is_text = block.get("type") == "text"
+        raw = str(block["text"]) if is_text else json.dumps(block.get("input"))
+        if partial:
+            opening: JsonObject = (
+                {"type": "text", "text": ""} if is_text else block | {"input": {}}
+            )
+            self._event(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": opening,
+                }
+            )
+        middle = len(raw) // 2
+        for number, piece in enumerate((raw[:middle], raw[middle:])):
+            if partial and piece:
+                delta: JsonObject = (
+                    {"type": "text_delta", "text": piece}
+                    if is_text
+                    else {"type": "input_json_delta", "partial_json": piece}
+                )
+                self._event(
+                    {"type": "content_block_delta", "index": index, "delta": delta}
+                )
+            if number == 0 and stall is not None:
+                await wait_at_gate(stall)
+
+    def _send_assistant(
+        self,
+        ctx: Context,
+        head: JsonObject,
+        block: JsonObject,
+        frame_uuid: str,
+        request_id: str,
+    ) -> None:
+        """One `assistant` frame per content block, as CLI 2.1.327 sends them."""
+        message = head | {
+            "content": [block],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": message_usage(1),
+            "context_management": None,
+        }
+        frame: JsonObject = {
+            "type": "assistant",
+            "message": message,
+            "parent_tool_use_id": ctx.parent_tool_use_id,
+            "session_id": self._session_id,
+            "uuid": frame_uuid,
+            "timestamp": now_iso(),
+            "request_id": request_id,
+        }
+        if ctx.caller.agent_id is not None:
+            frame["agent_id"] = ctx.caller.agent_id
+        self._wire.send(frame)
 
     async def run_subagent(
         self, use: ToolUse, tool_input: dict[str, JsonValue], caller: Caller
@@ -346,10 +399,14 @@ class Conversations:
                 "model": SUBAGENT_MODEL,
             }
         )
-        transcript.append({"type": "user", "message": {"role": "user", "content": prompt}})
+        transcript.append(
+            {"type": "user", "message": {"role": "user", "content": prompt}}
+        )
         ctx = Context(
             transcript=transcript,
-            caller=Caller(prompt_id=caller.prompt_id, agent_id=agent_id, agent_type=agent_type),
+            caller=Caller(
+                prompt_id=caller.prompt_id, agent_id=agent_id, agent_type=agent_type
+            ),
             model=SUBAGENT_MODEL,
             parent_tool_use_id=use.id,
         )
@@ -363,7 +420,7 @@ class Conversations:
                 "status": "completed" if end.kind == "answered" else "failed",
                 "prompt": prompt,
                 "agentId": agent_id,
-                "content": list[JsonValue](content),
+                "content": cast(JsonValue, content),
             },
         )
 
@@ -380,7 +437,12 @@ class Conversations:
 
     def _system(self, fields: JsonObject) -> None:
         self._wire.send(
-            {"type": "system", **fields, "session_id": self._session_id, "uuid": str(uuid.uuid4())}
+            {
+                "type": "system",
+                **fields,
+                "session_id": self._session_id,
+                "uuid": str(uuid.uuid4()),
+            }
         )
 
 

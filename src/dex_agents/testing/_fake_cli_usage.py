@@ -80,16 +80,15 @@ class _Totals:
 class UsageLedger:
     """Usage of one CLI process, on top of what earlier processes recorded."""
 
-    def __init__(self, restored: JsonObject | None = None) -> None:
+    def __init__(self) -> None:
         self._session: dict[str, _Totals] = {}
         self._since_result: dict[str, _Totals] = {}
         self._called: set[str] = set()
         self._segment = _Totals()
         self._restored_cost = 0.0
-        if restored is not None:
-            self._restore(restored)
 
-    def _restore(self, cost_state: JsonObject) -> None:
+    def restore(self, cost_state: JsonObject) -> None:
+        """Start from the totals of a transcript's last `cost-state` entry."""
         cost = cost_state.get("totalCostUSD")
         self._restored_cost = float(cost) if isinstance(cost, int | float) else 0.0
         usage = cost_state.get("modelUsage")
@@ -123,7 +122,9 @@ class UsageLedger:
         fields: JsonObject = {
             "total_cost_usd": self.total_cost_usd,
             "usage": _usage(self._segment),
-            "modelUsage": {m: self._model_usage(m, t) for m, t in self._session.items()},
+            "modelUsage": {
+                m: self._model_usage(m, t) for m, t in self._session.items()
+            },
             "model_usage_since_last_result": {
                 m: self._model_usage(m, t) for m, t in self._since_result.items()
             },
@@ -185,7 +186,10 @@ def _usage(totals: _Totals) -> JsonObject:
         "output_tokens": totals.output_tokens,
         "server_tool_use": {"web_search_requests": 0, "web_fetch_requests": 0},
         "service_tier": "standard",
-        "cache_creation": {"ephemeral_1h_input_tokens": 0, "ephemeral_5m_input_tokens": 0},
+        "cache_creation": {
+            "ephemeral_1h_input_tokens": 0,
+            "ephemeral_5m_input_tokens": 0,
+        },
     }
 
 

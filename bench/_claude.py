@@ -1,0 +1,308 @@
+"""One Claude agent, run three ways: as a durable session, as the bare adapter, and plain.
+
+The durable session is what an application gets from
+`create_claude_agent_session_flow`, served by a worker in this process, so
+handler timestamps and client timestamps come from one monotonic clock. The
+plain baseline is what the same application would write without dex-agents: a
+`query()` with the same options and the same tools, served by the SDK's own
+MCP server, and a PreToolUse hook that allows every call. The bare adapter
+(`ClaudeAgentRunner.run_model` with no engine) sits between the two, so a gap
+can be split into what the adapter's CLI options cost and what Temporal costs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    HookContext,
+    HookInput,
+    HookJSONOutput,
+    HookMatcher,
+    ResultMessage,
+    SdkMcpTool,
+    ToolAnnotations,
+    create_sdk_mcp_server,
+    query,
+    tool,
+)
+
+from dex_agents import ToolPolicy
+from dex_agents.claude import (
+    ClaudeAgentDefinition,
+    ClaudeAgentOptionsContext,
+    create_claude_agent_session_flow,
+)
+from dex_agents.session import (
+    AgentEvent,
+    RunModelContext,
+    StoredMessage,
+    TurnCompleted,
+)
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.testing._hermetic import bundled_cli_path
+
+from ._rig import Rig
+
+SAY = "dex-script: say hi"
+READ = 'dex-script: call lookup_order {"orderId": "7"}'
+WRITE = 'dex-script: call create_refund {"orderId": "7"}'
+SERVER = "tools"
+
+
+class BenchError(RuntimeError):
+    """A run did not do what it should; its time would measure something else."""
+
+
+@dataclass
+class HandlerClock:
+    """When the custom tools' handlers ran, on this process's monotonic clock."""
+
+    refunds_started: list[float] = field(default_factory=lambda: [])
+    lookups: int = 0
+
+
+def make_tools(clock: HandlerClock) -> list[SdkMcpTool[Any]]:
+    """The support agent's two tools; `create_refund` stamps the moment it starts."""
+
+    @tool(
+        "lookup_order",
+        "Look up an order by its ID",
+        {"orderId": str},
+        annotations=ToolAnnotations(readOnlyHint=True),
+    )
+    async def lookup_order(args: dict[str, Any]) -> dict[str, Any]:
+        clock.lookups += 1
+        text = f"order {args['orderId']}: a blue kettle, arrived broken"
+        return {"content": [{"type": "text", "text": text}]}
+
+    @tool("create_refund", "Refund an order", {"orderId": str})
+    async def create_refund(args: dict[str, Any]) -> dict[str, Any]:
+        clock.refunds_started.append(time.monotonic())
+        return {"content": [{"type": "text", "text": f"refunded {args['orderId']}"}]}
+
+    return [lookup_order, create_refund]
+
+
+async def _allow(
+    input: HookInput, tool_use_id: str | None, context: HookContext
+) -> HookJSONOutput:
+    """The plain baseline's PreToolUse hook: every call runs inline, at once."""
+    return {
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+        }
+    }
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class WriteTiming:
+    """One approved write through a durable session, phase by phase (seconds)."""
+
+    total: float
+    """Message sent → turn completed, approval given the moment it was asked."""
+    deferring: float
+    """Message sent → the session reported it waits for approval."""
+    resumed: float
+    """`resolve_interrupt` returned → turn completed."""
+    resolve_to_handler: float
+    """`resolve_interrupt` returned → the tool handler started (may be < 0)."""
+    clis_while_waiting: int
+    """Claude Code processes alive while the session waited."""
+
+
+class _NoTranscript:
+    async def messages(self) -> list[StoredMessage]:
+        return []
+
+
+class _DropEvents:
+    def emit(self, event: AgentEvent) -> None:
+        del event
+
+
+class ClaudeBench:
+    """The agent, its durable flow on an in-process worker, and the baselines."""
+
+    def __init__(self, rig: Rig) -> None:
+        self.rig = rig
+        self.clock = HandlerClock()
+        self.tools = make_tools(self.clock)
+        self.workdir = rig.directory("agents")
+        self.flow = create_claude_agent_session_flow(
+            ClaudeAgentDefinition(
+                options=self._session_options,
+                custom_tools=self.tools,
+                tool_policies={
+                    "create_refund": ToolPolicy(effect="non_idempotent_write")
+                },
+            ),
+            "BenchSupportAgent",
+        )
+        self.store = SQLiteRuntimeStore(rig.tmp / "claude-runtime.sqlite")
+        self.sessions = SessionClient(rig.client, self.flow, self.store)
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[ClaudeBench]:
+        """Run the flow's worker in this process for the block."""
+        try:
+            async with create_worker(self.rig.client, [self.flow], store=self.store):
+                yield self
+        finally:
+            await self.store.close()
+
+    # -- options ---------------------------------------------------------------
+
+    def app_options(self, cwd: Path) -> ClaudeAgentOptions:
+        """The application's options; both ways of running get exactly these."""
+        cwd.mkdir(parents=True, exist_ok=True)
+        return ClaudeAgentOptions(
+            model="claude-sonnet-4-5",
+            system_prompt="You resolve order problems.",
+            tools=[],
+            setting_sources=[],
+            cwd=str(cwd),
+        )
+
+    def _session_options(self, context: ClaudeAgentOptionsContext) -> ClaudeAgentOptions:
+        return self.app_options(self.workdir / context.flow_id)
+
+    def plain_options(self, name: str) -> ClaudeAgentOptions:
+        """The same options, plus what a plain application adds to use the tools."""
+        options = self.app_options(self.workdir / name)
+        options.mcp_servers = {SERVER: create_sdk_mcp_server(SERVER, tools=self.tools)}
+        options.hooks = {"PreToolUse": [HookMatcher(matcher=None, hooks=[_allow])]}
+        return options
+
+    # -- one turn, three ways ----------------------------------------------------
+
+    async def new_session(self, kind: str) -> str:
+        """Start an empty session, so a timed turn excludes creating the workflow."""
+        session_id = f"{kind}-{uuid.uuid4().hex[:10]}"
+        await self.sessions.start(session_id)
+        return session_id
+
+    async def durable_turn(self, session_id: str, prompt: str) -> float:
+        """Send `prompt` and wait for the answer, as an application would."""
+        lookups = self.clock.lookups
+        started = time.monotonic()
+        await self.sessions.send_user_message(session_id, prompt)
+        snapshot = await self.sessions.wait_for_idle(session_id)
+        elapsed = time.monotonic() - started
+        turn = snapshot.turns[-1]
+        if turn.status != "completed" or not turn.final_text:
+            raise BenchError(f"durable turn ended {turn.status}: {turn.error}")
+        _check_answer(prompt, turn.final_text, self.clock.lookups - lookups)
+        return elapsed
+
+    async def plain_turn(self, prompt: str) -> float:
+        """The same turn through `query()`: from the call to the iterator's end."""
+        options = self.plain_options(f"plain-{uuid.uuid4().hex[:10]}")
+        lookups = self.clock.lookups
+        result: ResultMessage | None = None
+        started = time.monotonic()
+        async for message in query(prompt=prompt, options=options):
+            if isinstance(message, ResultMessage):
+                result = message
+        elapsed = time.monotonic() - started
+        if result is None or result.is_error or not result.result:
+            raise BenchError(f"plain query() failed: {result}")
+        _check_answer(prompt, result.result, self.clock.lookups - lookups)
+        return elapsed
+
+    async def adapter_turn(self, prompt: str) -> float:
+        """The same turn through `ClaudeAgentRunner.run_model`, with no engine."""
+        session_id = f"adapter-{uuid.uuid4().hex[:10]}"
+        context = RunModelContext(
+            session_id=session_id,
+            flow_type=self.flow.flow_type,
+            turn_id="turn-1",
+            step_execution_id="turn-1/run_model/1",
+            attempt=1,
+            pending=(self.flow.runner.build_user_message(prompt),),
+            transcript=_NoTranscript(),
+            events=_DropEvents(),
+            tool_policies=self.flow.options.tool_policies,
+            default_tool_effect=self.flow.options.default_tool_effect,
+        )
+        lookups = self.clock.lookups
+        started = time.monotonic()
+        result = await self.flow.runner.run_model(context)
+        elapsed = time.monotonic() - started
+        if not isinstance(result, TurnCompleted):
+            raise BenchError(f"the adapter segment did not complete: {result.kind}")
+        _check_answer(prompt, result.final_text, self.clock.lookups - lookups)
+        return elapsed
+
+    async def durable_write(self, session_id: str) -> WriteTiming:
+        """An approved write: the deferring segment, the approval, the resumed one."""
+        refunds = len(self.clock.refunds_started)
+        started = time.monotonic()
+        await self.sessions.send_user_message(session_id, WRITE)
+        snapshot = await self.sessions.wait_for_idle(session_id)
+        waiting = time.monotonic()
+        if snapshot.status != "waiting_for_approval" or not snapshot.pending_interrupts:
+            raise BenchError(f"the write did not wait for approval: {snapshot.status}")
+        clis = count_cli_processes()
+        (interrupt,) = snapshot.pending_interrupts
+        if not await self.sessions.resolve_interrupt(
+            session_id, interrupt.interrupt_id, approved=True
+        ):
+            raise BenchError("resolve_interrupt returned False for a new interrupt")
+        resolved = time.monotonic()
+        snapshot = await self.sessions.wait_for_idle(session_id)
+        done = time.monotonic()
+        turn = snapshot.turns[-1]
+        if turn.status != "completed" or "refunded" not in turn.final_text:
+            raise BenchError(f"approved write ended {turn.status}: {turn.error}")
+        if len(self.clock.refunds_started) != refunds + 1:
+            raise BenchError("the refund handler did not run exactly once")
+        return WriteTiming(
+            total=done - started,
+            deferring=waiting - started,
+            resumed=done - resolved,
+            resolve_to_handler=self.clock.refunds_started[-1] - resolved,
+            clis_while_waiting=clis,
+        )
+
+    async def plain_write(self) -> float:
+        """The same write through `query()`, the hook allowing it inline."""
+        refunds = len(self.clock.refunds_started)
+        elapsed = await self.plain_turn(WRITE)
+        if len(self.clock.refunds_started) != refunds + 1:
+            raise BenchError("the plain refund handler did not run exactly once")
+        return elapsed
+
+
+def _check_answer(prompt: str, answer: str, lookups: int) -> None:
+    """Fail the run unless the model's answer shows the scripted turn happened."""
+    if prompt == SAY and answer != "said: hi":
+        raise BenchError(f"unexpected answer {answer!r}")
+    if prompt == READ and (lookups != 1 or "arrived broken" not in answer):
+        raise BenchError(f"the read did not run once inline: {answer!r}, {lookups}")
+    if prompt == WRITE and "refunded" not in answer:
+        raise BenchError(f"the write did not run: {answer!r}")
+
+
+def count_cli_processes() -> int:
+    """Live processes running the bundled Claude Code binary (Linux /proc)."""
+    cli = bundled_cli_path()
+    if cli is None:
+        return 0
+    target = cli.resolve()
+    count = 0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                if (entry / "exe").resolve() == target:
+                    count += 1
+    return count

@@ -1,0 +1,95 @@
+"""A scripted stand-in for the Claude Code CLI, started by the SDK via `cli_path`.
+
+Pass `ClaudeAgentOptions(cli_path=fake_claude_cli_path())` and the SDK runs this
+program instead of the bundled `claude`. It speaks the subset of the stream-json
+protocol that the adapter relies on and copies what CLI 2.1.327 was observed to
+do (`/work/shared/reference/claude-cli-2.1.327.md`): the initialize handshake,
+PreToolUse hook callbacks and their combination, `can_use_tool`, SDK MCP tools
+over `mcp_message`, deferral and resume from the transcript the SDK
+materializes, `transcript_mirror` frames, and cumulative usage. Instead of a
+model it follows the scripts of `_script` (see `_fake_cli_model`); gates are
+files in `DEX_FAKE_CLAUDE_GATE_DIR`.
+
+Start-up cost matters because every turn segment starts a CLI: the launcher runs
+the module with the current interpreter in isolated mode and registers the
+`dex_agents` packages without executing their `__init__`, which would import
+Temporal (about three seconds). The fake itself imports only the standard
+library, pydantic, and its sibling `_fake_cli_*` modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+
+from ._fake_cli_args import CliArgsError, parse_args
+from ._fake_cli_session import RESUME_WITHOUT_HOOKS_ENV, FakeCliSession
+from ._fake_cli_turn import GATE_DIR_ENV
+from ._fake_cli_usage import CLI_VERSION
+
+__all__ = [
+    "GATE_DIR_ENV",
+    "RESUME_WITHOUT_HOOKS_ENV",
+    "fake_claude_cli_path",
+    "main",
+]
+
+_BOOT = """\
+import sys, types
+for name, path in (("dex_agents", {package!r}), ("dex_agents.testing", {testing!r})):
+    module = types.ModuleType(name)
+    module.__path__ = [path]
+    sys.modules[name] = module
+from dex_agents.testing._fake_claude_cli import main
+sys.exit(main())
+"""
+
+
+def fake_claude_cli_path() -> Path:
+    """An executable that runs the fake CLI with this interpreter.
+
+    The SDK executes `cli_path` directly, so this is a `/bin/sh` launcher (a
+    shebang naming a long virtualenv path could exceed the kernel's limit). It
+    is generated once per interpreter and source location into the temporary
+    directory, under a name derived from its content, so concurrent test
+    processes share it safely.
+    """
+    testing = Path(__file__).resolve().parent
+    boot = _BOOT.format(package=str(testing.parent), testing=str(testing))
+    script = (
+        "#!/bin/sh\n"
+        f'exec {shlex.quote(sys.executable)} -I -c {shlex.quote(boot)} "$@"\n'
+    )
+    digest = hashlib.sha256(script.encode()).hexdigest()[:16]
+    directory = Path(tempfile.gettempdir()) / f"dex-agents-fake-claude-{os.getuid()}"
+    path = directory / f"claude-{digest}"
+    if not path.exists():
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        partial = directory / f".{path.name}.{os.getpid()}"
+        partial.write_text(script)
+        partial.chmod(0o755)
+        partial.replace(path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the fake CLI on `argv` (default: the process's); returns the status."""
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except CliArgsError as e:
+        print(f"fake claude: {e}", file=sys.stderr)
+        return 2
+    if args.version:
+        print(f"{CLI_VERSION} (Claude Code)")
+        return 0
+    session = FakeCliSession(args, os.environ, str(Path.cwd()))
+    return asyncio.run(session.run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
