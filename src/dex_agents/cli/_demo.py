@@ -1,0 +1,222 @@
+"""`dex-agents demo`: durability shown end to end, in one command, offline.
+
+It starts the embedded engine and a worker process for the README's support
+agent, then plays a conversation: a read tool inline, a refund that waits for
+approval, the worker SIGKILLed while it waits and a new one started, the
+approval, and the refund running exactly once (the ledger shows one row).
+Without `ANTHROPIC_API_KEY` it talks to the project's scripted Messages API on
+127.0.0.1 through the real bundled Claude Code CLI, and says so first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from contextlib import AsyncExitStack
+from pathlib import Path
+
+from rich.console import Console
+
+from ..stores import SQLiteRuntimeStore
+from ..temporal import EmbeddedEngine, SessionClient, resolve_state_dir
+from ..testing import MockMessagesApi, WorkerProcess, WorkerProcessConfig
+from ..testing._worker_process import load_flow
+
+EXAMPLE = Path("examples/support_agent.py")
+
+# (what the user says, the script the scripted model follows for it)
+CONVERSATION = [
+    (
+        "Order 7 arrived broken. Can you check it?",
+        'call lookup_order {"orderId": "7"}',
+    ),
+    ("Please refund order 7.", 'call create_refund {"orderId": "7"}'),
+    ("Thanks!", "say you are welcome, the refund is on its way"),
+]
+
+
+class DemoFailed(Exception):
+    """A step of the demo did not happen as it should."""
+
+
+def _prompt(text: str, script: str, scripted: bool) -> str:
+    return f"{text}\n\ndex-script: {script}" if scripted else text
+
+
+def _refund_rows(db: Path) -> list[tuple[str, str]]:
+    if not db.exists():
+        return []
+    with sqlite3.connect(db) as conn:
+        try:
+            return list(conn.execute("SELECT order_id, idempotency_key FROM refunds"))
+        except sqlite3.OperationalError:
+            return []
+
+
+async def _stream_turn(
+    sessions: SessionClient, console: Console, session_id: str, cursor: int
+) -> int:
+    """Print the turn's live text and tool calls until it is idle; return the new cursor."""
+    idle = asyncio.create_task(sessions.wait_for_idle(session_id))
+    streamed = False
+    while True:
+        for event in await sessions.events(session_id, after=cursor):
+            cursor = event.cursor
+            match event.type:
+                case "text_delta":
+                    console.print(
+                        str(event.data.get("text", "")), end="", style="green"
+                    )
+                    streamed = True
+                case "tool_call_started":
+                    console.print(
+                        f"\n  [cyan]↳ {event.data.get('tool_name')}"
+                        f" {event.data.get('arguments')}[/cyan]"
+                    )
+                case "tool_call_finished":
+                    console.print(
+                        f"  [cyan]✓ {event.data.get('tool_name')}: "
+                        f"{str(event.data.get('output', ''))[:120]}[/cyan]"
+                    )
+                case _:
+                    pass
+        if idle.done():
+            break
+        await asyncio.sleep(0.02)
+    if streamed:
+        console.print()
+    await idle
+    return cursor
+
+
+async def run_demo(state_dir: str | None = None, console: Console | None = None) -> int:
+    """Play the demo; 0 when every step happened, 1 otherwise."""
+    console = console or Console(highlight=False)
+    scripted = not os.environ.get("ANTHROPIC_API_KEY")
+    if scripted:
+        console.print(
+            "[bold]No ANTHROPIC_API_KEY: using the project's scripted Messages API on "
+            "127.0.0.1, through the real bundled Claude Code CLI.[/bold]"
+        )
+    else:
+        console.print("[bold]ANTHROPIC_API_KEY is set: talking to Claude.[/bold]")
+    if not EXAMPLE.exists():
+        console.print(
+            f"[red]{EXAMPLE} not found: run the demo from the project root.[/red]"
+        )
+        return 2
+    state = resolve_state_dir(state_dir)
+    run_id = time.strftime("%Y%m%d-%H%M%S")
+    ledger = state / f"demo-{run_id}-refunds.sqlite"
+    env = dict(os.environ)
+    env.update(
+        {
+            "DEX_AGENTS_EXAMPLE_DB": str(ledger.resolve()),
+            "DEX_AGENTS_EXAMPLE_WORKDIR": str((state / "agents").resolve()),
+        }
+    )
+    async with AsyncExitStack() as stack:
+        with console.status("starting the embedded Temporal dev server…"):
+            engine = await stack.enter_async_context(EmbeddedEngine(state_dir=state))
+        console.print(
+            f"engine: Temporal dev server at {engine.address}, data in {state}/"
+        )
+        if scripted:
+            api = await stack.enter_async_context(MockMessagesApi())
+            env.update(
+                {
+                    "ANTHROPIC_BASE_URL": api.base_url,
+                    "ANTHROPIC_API_KEY": "scripted-demo-key",
+                    "NO_PROXY": "127.0.0.1,localhost",
+                    "CLAUDE_CONFIG_DIR": str((state / "claude-config").resolve()),
+                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+                }
+            )
+            console.print(f"model: scripted Messages API at {api.base_url}")
+        store_path = state / "runtime.sqlite"
+        store = SQLiteRuntimeStore(store_path)
+        stack.push_async_callback(store.close)
+        flow_ref = f"{EXAMPLE}:flow"
+        flow = load_flow(flow_ref)
+        worker = WorkerProcess(
+            WorkerProcessConfig(
+                address=engine.address,
+                namespace=engine.namespace,
+                store_path=str(store_path),
+                flow_ref=flow_ref,
+            ),
+            state,
+            env=env,
+        )
+        with console.status("starting a worker process…"):
+            await asyncio.to_thread(worker.start)
+        stack.callback(worker.__exit__, None, None, None)
+        assert worker.process is not None
+        console.print(f"worker: pid {worker.process.pid}, agent {flow_ref}\n")
+        client = await engine.client()
+        sessions = SessionClient(client, flow, store)
+        session_id = f"demo-{run_id}"
+        cursor = 0
+
+        first, script = CONVERSATION[0]
+        console.print(f"[bold]you:[/bold] {first}")
+        await sessions.start(
+            session_id, initial_message=_prompt(first, script, scripted)
+        )
+        cursor = await _stream_turn(sessions, console, session_id, cursor)
+
+        text, script = CONVERSATION[1]
+        console.print(f"\n[bold]you:[/bold] {text}")
+        await sessions.send_user_message(session_id, _prompt(text, script, scripted))
+        cursor = await _stream_turn(sessions, console, session_id, cursor)
+        snapshot = await sessions.snapshot(session_id)
+        if not snapshot.pending_interrupts:
+            raise DemoFailed("the refund did not wait for approval")
+        interrupt = snapshot.pending_interrupts[0]
+        console.print(
+            f"\n[yellow]⏸ approval needed: {interrupt.tool_name} ({interrupt.effect}) "
+            f"{interrupt.arguments}[/yellow]"
+        )
+        console.print(f"refunds in the ledger: {len(_refund_rows(ledger))}")
+
+        old_pid = worker.process.pid
+        worker.kill()
+        console.print(
+            f"\n[red]✗ worker pid {old_pid} killed (SIGKILL) while the refund waits[/red]"
+        )
+        with console.status("starting a new worker process…"):
+            await asyncio.to_thread(worker.start)
+        console.print(f"worker: pid {worker.process.pid} started")
+        snapshot = await sessions.snapshot(session_id)
+        still = [i.interrupt_id for i in snapshot.pending_interrupts]
+        if still != [interrupt.interrupt_id]:
+            raise DemoFailed(f"the approval was lost after the crash: {still}")
+        console.print(f"the approval is still waiting: {interrupt.interrupt_id}")
+
+        console.print("\n[bold]approving the refund[/bold]")
+        await sessions.resolve_interrupt(
+            session_id, interrupt.interrupt_id, approved=True
+        )
+        cursor = await _stream_turn(sessions, console, session_id, cursor)
+
+        text, script = CONVERSATION[2]
+        console.print(f"\n[bold]you:[/bold] {text}")
+        await sessions.send_user_message(session_id, _prompt(text, script, scripted))
+        cursor = await _stream_turn(sessions, console, session_id, cursor)
+
+        rows = _refund_rows(ledger)
+        console.print(f"\nrefunds in the ledger: {len(rows)} {rows}")
+        final = await sessions.snapshot(session_id)
+        failed = [t.turn_id for t in final.turns if t.status != "completed"]
+        if failed:
+            raise DemoFailed(f"turns did not complete: {failed}")
+        if len(rows) != 1:
+            raise DemoFailed(f"expected exactly one refund, the ledger has {len(rows)}")
+        console.print(
+            f"[bold green]✓ the refund ran exactly once, across a worker crash "
+            f"({len(final.turns)} turns, {final.usage.model_calls} model calls).[/bold green]"
+        )
+        console.print(f"see it again: dex-agents show {session_id} --state-dir {state}")
+    return 0
