@@ -14,6 +14,21 @@ from ..stores import RuntimeStore
 from ._activities import build_activities
 from ._flow import AgentSessionFlow
 
+WORKFLOW_BUG_TYPES: tuple[type[Exception], ...] = (
+    AssertionError,
+    AttributeError,
+    IndexError,
+    KeyError,
+    TypeError,
+    ValueError,
+)
+"""Errors in workflow code that fail the session instead of retrying its task forever.
+
+A plain bug would otherwise leave the session RUNNING with a stuck task. A
+nondeterminism error is deliberately not here: after a bad deploy it must keep
+retrying, so that a fixed worker can pick the session up again.
+"""
+
 
 def create_worker(
     client: Client,
@@ -45,7 +60,7 @@ def create_worker(
     ]
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),
-        "workflow_failure_exception_types": [Exception],
+        "workflow_failure_exception_types": list(WORKFLOW_BUG_TYPES),
         "graceful_shutdown_timeout": timedelta(seconds=5),
     }
     options.update(worker_options)
