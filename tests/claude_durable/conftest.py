@@ -5,27 +5,18 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import pytest_asyncio
+from claude_rig import EXAMPLES, ClaudeRig
 
-from dex_agents.testing._hermetic import bundled_cli_path, hermetic_cli_env
-from dex_agents.testing._mock_messages_api import MockMessagesApi
-from dex_agents.testing._refusing_proxy import RefusingProxy
-
-EXAMPLES = Path(__file__).parents[2] / "examples"
-
-
-@dataclass(kw_only=True)
-class ClaudeRig:
-    api: MockMessagesApi
-    proxy: RefusingProxy
-    env: dict[str, str]
-    tmp: Path
-    example: ModuleType
+from dex_agents.testing import (
+    MockMessagesApi,
+    RefusingProxy,
+    bundled_cli_path,
+    hermetic_cli_env,
+)
 
 
 @pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from claude_rig import EXAMPLES, ClaudeRig
 from temporalio.client import Client
 
-from conftest import EXAMPLES, ClaudeRig
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import WorkerProcess, WorkerProcessConfig

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from claude_rig import ClaudeRig
 from temporalio.client import Client
 
-from conftest import ClaudeRig
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 

@@ -8,14 +8,13 @@ import re
 import uuid
 from pathlib import Path
 
-from conftest import Term, agent_env, flow_config, invoke, spawn
+from cli_harness import Term, agent_env, flow_config, invoke, spawn
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import Ledger, ledger_flow
-
 
 RUN = uuid.uuid4().hex[:6]
 """Suffix of session IDs: the run's dev server outlives a single test."""

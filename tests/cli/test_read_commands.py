@@ -6,7 +6,7 @@ import json
 import uuid
 from pathlib import Path
 
-from conftest import Served, assert_one_line_error, invoke
+from cli_harness import Served, assert_one_line_error, invoke
 from temporalio.client import Client
 
 from dex_agents.temporal import EmbeddedEngine
@@ -197,7 +197,7 @@ async def test_no_worker_is_one_line_saying_how_to_start_one(
     sid = f"orphan-{uuid.uuid4().hex[:8]}"
     await client.start_workflow(flow_type, id=sid, task_queue=flow_type)
     target = ["--state-dir", str(engine.state_dir), "--store", str(tmp_path / "rt")]
-    for args in (["approve", sid, "intr_x"], ["show", sid]):
+    for args in (["approve", sid, "intr_x"], ["show", sid], ["chat", sid]):
         result = await invoke(*args, *target)
         assert_one_line_error(
             result, f"no worker is serving flow '{flow_type}'", "dex-agents worker"

@@ -90,7 +90,9 @@ def main() -> None:
     "Default: ./.dex-agents",
 )
 @click.option("--port", type=int, help="Frontend port. Default: the last one, or any.")
-@click.option("--namespace", default="default", show_default=True)
+@click.option(
+    "--namespace", default="default", show_default=True, help="Temporal namespace."
+)
 @click.option(
     "--store",
     type=click.Path(dir_okay=False, path_type=Path),

@@ -60,20 +60,11 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--state-dir`, `--address`, `--namespace`, `--store`; pass a `target`."""
 
     @click.option(
-        "--store",
-        "store",
-        type=click.Path(dir_okay=False, path_type=Path),
-        envvar="DEX_AGENTS_STORE",
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        envvar="DEX_AGENTS_STATE_DIR",
         show_envvar=True,
-        help="Runtime store (SQLite file). Default: <state dir>/runtime.sqlite.",
-    )
-    @click.option(
-        "--namespace",
-        envvar="DEX_AGENTS_TEMPORAL_NAMESPACE",
-        show_envvar=True,
-        default="default",
-        show_default=True,
-        help="Temporal namespace of the sessions.",
+        help="State directory of the embedded engine. Default: ./.dex-agents",
     )
     @click.option(
         "--address",
@@ -84,11 +75,20 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
         "server.",
     )
     @click.option(
-        "--state-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        envvar="DEX_AGENTS_STATE_DIR",
+        "--namespace",
+        envvar="DEX_AGENTS_TEMPORAL_NAMESPACE",
         show_envvar=True,
-        help="State directory of the embedded engine. Default: ./.dex-agents",
+        default="default",
+        show_default=True,
+        help="Temporal namespace of the sessions.",
+    )
+    @click.option(
+        "--store",
+        "store",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="DEX_AGENTS_STORE",
+        show_envvar=True,
+        help="Runtime store (SQLite file). Default: <state dir>/runtime.sqlite.",
     )
     @functools.wraps(command)
     def wrapper(

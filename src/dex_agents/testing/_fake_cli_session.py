@@ -121,6 +121,7 @@ class FakeCliSession:
         self._conversations.tools = self._tools
         self._started_ms = int(time.time() * 1000)
         self._ran = False
+        self._resumed = False
 
     async def run(self) -> int:
         """Serve the SDK until stdin closes; returns the exit status."""
@@ -254,24 +255,24 @@ class FakeCliSession:
             if isinstance(tool_input, dict)
             else {},
         )
-        self._ran = True
+        self._ran = self._resumed = True
         seg = Segment()
-        continue_uuid = str(uuid.uuid4())
+        # The isMeta continuation is the command CLI 2.1.327 reports in
+        # command_lifecycle frames; the one after the result makes the SDK raise
+        # a plain ProcessError for an error result (reference d3).
+        command = str(uuid.uuid4())
         self._state("running")
-        self._lifecycle(continue_uuid, "started")
+        self._lifecycle(command, "started")
         self._queue_operations(CONTINUE_TEXT)
         if not self._available(use.name):
             self._conversations.append_deferral(self._transcript, use)
-            self._send_result(
-                seg,
-                {
-                    "subtype": "success",
-                    "is_error": True,
-                    "result": _UNAVAILABLE.format(tool=use.name),
-                    "terminal_reason": "tool_deferred_unavailable",
-                },
-            )
-            self._lifecycle(continue_uuid, "completed")
+            unavailable: JsonObject = {
+                "subtype": "success",
+                "is_error": True,
+                "result": _UNAVAILABLE.format(tool=use.name),
+                "terminal_reason": "tool_deferred_unavailable",
+            }
+            self._send_result(seg, unavailable, command=command)
             return False
         hooks = (
             self._args.await_initialize
@@ -281,33 +282,33 @@ class FakeCliSession:
         if result.deferred:
             # CLI 2.1.327 (reference d11): deferred again, no init, no terminal_reason.
             self._conversations.append_deferral(self._transcript, use)
-            seg.deferred.append(use)
-            self._send_result(
-                seg,
-                {
-                    "subtype": "success",
-                    "is_error": False,
-                    "result": "",
-                    "stop_reason": "tool_deferred",
-                    "deferred_tool_use": _deferred(use),
-                },
-            )
-            self._lifecycle(continue_uuid, "completed")
+            again: JsonObject = {
+                "subtype": "success",
+                "is_error": False,
+                "result": "",
+                "stop_reason": "tool_deferred",
+                "deferred_tool_use": _deferred(use),
+            }
+            self._send_result(seg, again, command=command)
             return True
-        main = self._main(Caller())
         if result.denied:
             seg.denials.append(
                 {"tool_name": use.name, "tool_use_id": use.id, "tool_input": use.input}
             )
         parent = self._transcript.message_before(deferral)
-        self._conversations.emit_tool_result(main, use, result, parent=parent)
+        prompt_id = str(uuid.uuid4())
+        main = self._main(Caller(prompt_id=prompt_id))
+        self._conversations.emit_tool_result(
+            self._main(Caller()), use, result, parent=parent
+        )
         self._init()
         self._transcript.append(
             {
                 "type": "user",
                 "message": {"role": "user", "content": CONTINUE_TEXT},
                 "isMeta": True,
-                "uuid": continue_uuid,
+                "uuid": command,
+                "promptId": prompt_id,
                 "permissionMode": self._tools.permission_mode,
                 "promptSource": "system",
                 "turnOrigin": "system",
@@ -315,9 +316,7 @@ class FakeCliSession:
         )
         self._transcript.flush()
         end = await self._conversations.run(main, seg)
-        ok = self._result(seg, end)
-        self._lifecycle(continue_uuid, "completed")
-        return ok
+        return self._result(seg, end, command=command)
 
     def _available(self, tool_name: str) -> bool:
         """Whether a resumed call's tool exists before initialize is applied."""
@@ -333,7 +332,9 @@ class FakeCliSession:
             return not self._wire.closed.is_set()
         return server.config.get("alwaysLoad") is True
 
-    def _result(self, seg: Segment, end: TurnEnd) -> bool:
+    def _result(
+        self, seg: Segment, end: TurnEnd, *, command: str | None = None
+    ) -> bool:
         match end.kind:
             case "answered":
                 fields: JsonObject = {
@@ -358,10 +359,12 @@ class FakeCliSession:
                     "stop_reason": None,
                     "errors": [end.text],
                 }
-        self._send_result(seg, fields)
+        self._send_result(seg, fields, command=command)
         return end.kind != "failed"
 
-    def _send_result(self, seg: Segment, fields: JsonObject) -> None:
+    def _send_result(
+        self, seg: Segment, fields: JsonObject, *, command: str | None = None
+    ) -> None:
         self._transcript.flush()
         frame: JsonObject = {
             "type": "result",
@@ -377,6 +380,8 @@ class FakeCliSession:
             **fields,
         }
         self._wire.send(frame)
+        if command is not None:
+            self._lifecycle(command, "completed")
         self._state("idle")
 
     def _finish(self, status: int) -> int:
@@ -393,7 +398,8 @@ class FakeCliSession:
                 }
             )
             self._transcript.flush()
-        if self._args.resume:
+        if self._resumed:
+            # CLI 2.1.327 wrote `mode` after a resumed deferred call only.
             self._transcript.append_plain({"type": "mode", "mode": "normal"})
             self._transcript.flush()
         cost_state = self._usage.cost_state(self._session_id, self._started_ms)
@@ -511,6 +517,7 @@ class FakeCliSession:
         self._transcript.append_plain(
             {"type": "queue-operation", "operation": "dequeue", "timestamp": now_iso()}
         )
+        self._transcript.flush()
 
 
 def _deferred(use: ToolUse) -> JsonObject:

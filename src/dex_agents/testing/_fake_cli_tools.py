@@ -236,16 +236,18 @@ class Tools:
             "tool_name": use.name,
             "input": use.input,
             "tool_use_id": use.id,
-            "permission_suggestions": [],
         }
         if decision.kind == "ask":
             request |= {
                 "decision_reason": decision.reason,
                 "decision_reason_type": "hook",
                 "decision_reason_hook_event": "PreToolUse",
+                "decision_reason_hook_source": "settings",
             }
         if (server := self._mcp.server_of(use.name)) is not None:
             request["mcp_server"] = {"name": server.name, "source": server.kind}
+            tool = use.name.removeprefix(f"mcp__{server.name}__")
+            request["display_name"] = tool[:1].upper() + tool[1:]
         if caller.agent_id is not None:
             request["agent_id"] = caller.agent_id
         try:
