@@ -9,6 +9,8 @@ from types import ModuleType
 import pytest
 
 import dex_agents
+import dex_agents.claude
+import dex_agents.cli
 import dex_agents.session
 import dex_agents.stores
 import dex_agents.temporal
@@ -16,6 +18,8 @@ import dex_agents.testing
 
 PACKAGES = [
     dex_agents,
+    dex_agents.claude,
+    dex_agents.cli,
     dex_agents.session,
     dex_agents.stores,
     dex_agents.temporal,
@@ -38,7 +42,9 @@ def test_all_lists_exactly_the_public_names_sorted(package: ModuleType) -> None:
         assert getattr(package, name) is not None
 
 
-@pytest.mark.parametrize("module", ["dex_agents.session", "dex_agents.stores"])
+@pytest.mark.parametrize(
+    "module", ["dex_agents.session", "dex_agents.stores", "dex_agents.claude"]
+)
 def test_engine_free_layers_do_not_import_temporalio(module: str) -> None:
     code = f"import sys, {module}; assert 'temporalio' not in sys.modules, 'temporalio imported'"
     subprocess.run([sys.executable, "-c", code], check=True)

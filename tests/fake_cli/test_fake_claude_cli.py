@@ -57,8 +57,8 @@ from mcp.types import (
 )
 
 from dex_agents.testing._fake_claude_cli import (
-    GATE_DIR_ENV,
-    RESUME_WITHOUT_HOOKS_ENV,
+    FAKE_CLAUDE_GATE_DIR_ENV,
+    FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
     fake_claude_cli_path,
 )
 from dex_agents.testing._hermetic import (
@@ -104,7 +104,7 @@ def fake(tmp_path: Path) -> Cli:
     gate_dir = tmp_path / "gates"
     cwd = tmp_path / "work"
     cwd.mkdir()
-    env = {GATE_DIR_ENV: str(gate_dir)}
+    env = {FAKE_CLAUDE_GATE_DIR_ENV: str(gate_dir)}
     return Cli(
         kind="fake", path=fake_claude_cli_path(), env=env, cwd=cwd, gate_dir=gate_dir
     )
@@ -503,6 +503,76 @@ async def test_two_deferred_calls_name_the_last(cli: Cli) -> None:
     assert second.result == "done: refunded order 2"
 
 
+async def test_refused_second_call_is_called_again_alone(cli: Cli) -> None:
+    """The adapter's one-deferral-per-segment strategy (reference g2/g3)."""
+    ledger, store = Ledger(), InMemorySessionStore()
+    refusal = "did not run. Call again by itself."
+    deferring = Hook("defer")
+    refusing = Hook("deny", reason=refusal)
+
+    async def first_defers(
+        input_data: HookInput, tool_use_id: str | None, context: HookContext
+    ) -> HookJSONOutput:
+        hook = refusing if deferring.inputs else deferring
+        return await hook(input_data, tool_use_id, context)
+
+    prompt = 'dex-script: call refund {"orderId": "1"} && call refund {"orderId": "2"}'
+    first = result_of(
+        await run(
+            prompt,
+            cli.options(
+                mcp_servers={"tools": ledger.server()},
+                hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[first_defers])]},
+                session_store=store,
+            ),
+        )
+    )
+    assert first.deferred_tool_use is not None
+    assert first.deferred_tool_use.input == {"orderId": "1"}
+    hook = Hook("allow")
+    messages = await resume(
+        cli.options(
+            mcp_servers={"tools": ledger.server()},
+            hooks=hook.matcher(),
+            session_store=store,
+            resume=first.session_id,
+            extra_args={"await-initialize": None},
+        )
+    )
+    assert [i["tool_input"] for i in hook.inputs] == [
+        {"orderId": "1"},
+        {"orderId": "2"},
+    ]
+    assert ledger.runs("refund") == [{"orderId": "1"}, {"orderId": "2"}]
+    assert result_of(messages).result == "done: refunded order 1; refunded order 2"
+
+
+async def test_resumed_call_can_be_deferred_again(cli: Cli) -> None:
+    ledger, store = Ledger(), InMemorySessionStore()
+    options = cli.options(
+        mcp_servers={"tools": ledger.server()},
+        hooks=Hook("defer").matcher(),
+        session_store=store,
+    )
+    first = result_of(await run('dex-script: call refund {"orderId": "7"}', options))
+    again = result_of(
+        await resume(
+            cli.options(
+                mcp_servers={"tools": ledger.server()},
+                hooks=Hook("defer").matcher(),
+                session_store=store,
+                resume=first.session_id,
+                extra_args={"await-initialize": None},
+            )
+        )
+    )
+    # CLI 2.1.327 (reference d11): the same call, without a terminal_reason.
+    assert again.deferred_tool_use == first.deferred_tool_use
+    assert (again.stop_reason, again.terminal_reason) == ("tool_deferred", None)
+    assert len(deferrals(entries(store, cli, first.session_id))) == 2
+    assert ledger.calls == []
+
+
 async def test_hook_denial_reaches_the_model_with_a_prefix(cli: Cli) -> None:
     ledger = Ledger()
     options = cli.options(
@@ -640,7 +710,7 @@ async def test_resume_without_hooks_asks_can_use_tool(fake: Cli) -> None:
                 session_store=store,
                 resume=first.session_id,
                 extra_args={"await-initialize": None},
-                env={RESUME_WITHOUT_HOOKS_ENV: "1"},
+                env={FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV: "1"},
             )
         )
     )

@@ -26,7 +26,7 @@ import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, cast
+from typing import Any, Literal, assert_never, cast
 
 from claude_agent_sdk import (
     HookContext,
@@ -189,7 +189,7 @@ class ToolPermissions:
         self, call_id: str, tool_name: str, pending: PendingCall
     ) -> HookJSONOutput:
         record = pending.record
-        if tool_name != pending.tool_name:
+        if tool_name != pending.tool_name or tool_name != self._replay_name(pending):
             self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
             return _deny(
                 f"{tool_name} did not run: this call was recorded as "
@@ -219,6 +219,24 @@ class ToolPermissions:
         decision = Decision(kind="ask", tool_name=tool_name, record=record)
         self._gate.decide(call_id, decision)
         return _output("ask", record.model_text)
+
+    def _replay_name(self, pending: PendingCall) -> str | None:
+        """The one CLI tool name the pending record may replay as, from the record.
+
+        The run state says how the call was deferred, but the record says what
+        ran or was approved: a custom record replays only as this server's tool
+        of that name, never as a tool inside the CLI (a Bash call replaying a
+        custom record would run Bash with the custom tool's arguments), and a
+        CLI record never as a served tool. None when the two disagree.
+        """
+        name = pending.record.tool_name
+        match pending.kind:
+            case "custom":
+                return None if name.startswith("mcp__") else f"{self._prefix}{name}"
+            case "cli":
+                return None if name.startswith(self._prefix) else name
+            case _:
+                assert_never(pending.kind)
 
     async def _decide(
         self,

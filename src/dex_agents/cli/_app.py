@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import sys
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -50,6 +51,7 @@ from ._context import (
     unknown_session,
     worker_seen,
 )
+from ._demo import DemoFailed, run_demo
 from ._errors import CommandError, run
 
 _AGENT_HELP = (
@@ -535,6 +537,30 @@ async def _unknown_interrupt(
         + (f"pending: {pending}" if pending else "it has no pending approvals")
         + f" (see `dex-agents show {session_id}`)"
     )
+
+
+# -- demo -----------------------------------------------------------------------
+
+
+@main.command()
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar="DEX_AGENTS_STATE_DIR",
+    show_envvar=True,
+    help="Where the demo's server, store and ledger live. Default: ./.dex-agents",
+)
+def demo(state_dir: Path | None) -> None:
+    """Show durability end to end: a refund waits through a worker crash, then runs once.
+
+    Runs offline with the scripted Messages API when `ANTHROPIC_API_KEY` is unset.
+    Exits 0 when every step happened, non-zero otherwise.
+    """
+    try:
+        code = run(run_demo(str(state_dir) if state_dir else None))
+    except DemoFailed as err:
+        raise CommandError(f"the demo failed: {err}") from err
+    sys.exit(code)
 
 
 # -- chat -----------------------------------------------------------------------

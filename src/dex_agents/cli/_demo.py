@@ -22,7 +22,7 @@ from rich.console import Console
 from ..stores import SQLiteRuntimeStore
 from ..temporal import EmbeddedEngine, SessionClient, resolve_state_dir
 from ..testing import MockMessagesApi, WorkerProcess, WorkerProcessConfig
-from ..testing._worker_process import load_flow
+from ._agent_ref import load_flow
 
 EXAMPLE = Path("examples/support_agent.py")
 

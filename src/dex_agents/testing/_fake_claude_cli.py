@@ -3,18 +3,28 @@
 Pass `ClaudeAgentOptions(cli_path=fake_claude_cli_path())` and the SDK runs this
 program instead of the bundled `claude`. It speaks the subset of the stream-json
 protocol that the adapter relies on and copies what CLI 2.1.327 was observed to
-do (`/work/shared/reference/claude-cli-2.1.327.md`): the initialize handshake,
-PreToolUse hook callbacks and their combination, `can_use_tool`, SDK MCP tools
-over `mcp_message`, deferral and resume from the transcript the SDK
-materializes, `transcript_mirror` frames, and cumulative usage. Instead of a
-model it follows the scripts of `_script` (see `_fake_cli_model`); gates are
-files in `DEX_FAKE_CLAUDE_GATE_DIR`.
+do (`/work/shared/reference/claude-cli-2.1.327.md`, re-checked by
+`tests/fake_cli`, which runs the same tests against the real CLI): the
+initialize handshake, PreToolUse hook callbacks and their combination,
+`can_use_tool`, SDK and HTTP MCP tools carrying the tool use ID, deferral and
+resume from the transcript the SDK materializes, `transcript_mirror` frames,
+and cumulative usage.
+
+Instead of a model it follows the script in the last text block of the turn's
+last prompt (what follows `dex-script: ` if present), in the grammar of
+`_script`: `say`, `recall`, `call <tool> <json> [&& ...]`, `stall <gate>`,
+`fail`, and the modifiers `;; pause <gate>`, `;; fail`, `;; reuse <tool> <json>`
+(see `_fake_cli_model`). A gate is a file in the directory named by
+`DEX_FAKE_CLAUDE_GATE_DIR`: the fake writes `<gate>.reached` and waits until a
+test creates `<gate>`. `FAKE_CLAUDE_RESUME_WITHOUT_HOOKS=1` makes a resumed
+deferred call skip PreToolUse, as the real CLI does when the SDK's initialize
+comes late.
 
 Start-up cost matters because every turn segment starts a CLI: the launcher runs
 the module with the current interpreter in isolated mode and registers the
 `dex_agents` packages without executing their `__init__`, which would import
 Temporal (about three seconds). The fake itself imports only the standard
-library, pydantic, and its sibling `_fake_cli_*` modules.
+library, pydantic, and its sibling `_fake_cli_*` modules and `_script`.
 """
 
 from __future__ import annotations
@@ -28,16 +38,9 @@ import tempfile
 from pathlib import Path
 
 from ._fake_cli_args import CliArgsError, parse_args
-from ._fake_cli_session import RESUME_WITHOUT_HOOKS_ENV, FakeCliSession
-from ._fake_cli_turn import GATE_DIR_ENV
+from ._fake_cli_session import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV, FakeCliSession
+from ._fake_cli_turn import FAKE_CLAUDE_GATE_DIR_ENV
 from ._fake_cli_usage import CLI_VERSION
-
-__all__ = [
-    "GATE_DIR_ENV",
-    "RESUME_WITHOUT_HOOKS_ENV",
-    "fake_claude_cli_path",
-    "main",
-]
 
 _BOOT = """\
 import sys, types

@@ -43,8 +43,10 @@ class McpServer:
     """Named in `--mcp-config`, so present before any resumed call runs."""
     status: Literal["pending", "connected", "failed"] = "pending"
     tools: list[JsonObject] = field(default_factory=lambda: [])
-    _ids: itertools.count[int] = field(default_factory=itertools.count)
-    _http_session: str | None = None
+    ids: itertools.count[int] = field(default_factory=itertools.count)
+    """JSON-RPC request IDs, from 0 as CLI 2.1.327 numbers them."""
+    http_session: str | None = None
+    """The `Mcp-Session-Id` an HTTP server assigned."""
 
     @property
     def kind(self) -> str:
@@ -95,10 +97,10 @@ class McpServers:
                 else []
             )
             server.status = "connected"
-        except (McpCallError, OSError) as e:
+        except (McpCallError, OSError):
+            # CLI 2.1.327 reports such a server as failed and goes on without it.
             server.status = "failed"
             server.tools = []
-            _ = e
 
     def tool_names(self) -> list[str]:
         """The connected servers' tools as the model sees them."""
@@ -152,7 +154,7 @@ class McpServers:
         message: JsonObject = {
             "method": method,
             "jsonrpc": "2.0",
-            "id": next(server._ids),
+            "id": next(server.ids),
         }
         if params is not None:
             message["params"] = params
@@ -202,8 +204,8 @@ def _post(server: McpServer, message: JsonObject) -> JsonObject | None:
     configured = server.config.get("headers")
     if isinstance(configured, dict):
         headers |= {k: str(v) for k, v in configured.items()}
-    if server._http_session is not None:
-        headers["Mcp-Session-Id"] = server._http_session
+    if server.http_session is not None:
+        headers["Mcp-Session-Id"] = server.http_session
     request = urllib.request.Request(
         str(server.config.get("url")),
         data=json.dumps(message).encode(),
@@ -218,7 +220,7 @@ def _post(server: McpServer, message: JsonObject) -> JsonObject | None:
     except OSError as e:
         raise McpCallError(f"{server.name}: {e}") from e
     if session:
-        server._http_session = session
+        server.http_session = session
     if "id" not in message or not body.strip():
         return None
     payloads = (

@@ -33,8 +33,9 @@ from typing import cast
 from pydantic import JsonValue
 
 from ._fake_cli_args import CliArgs, JsonObject
+from ._fake_cli_frames import Frames, deferred_tool_use, end_fields
 from ._fake_cli_mcp import McpServers
-from ._fake_cli_tools import AGENT_TOOLS, Caller, Tools, ToolUse
+from ._fake_cli_tools import AGENT_TOOLS, Caller, ToolResult, Tools, ToolUse
 from ._fake_cli_transcript import (
     CONTINUE_TEXT,
     Transcript,
@@ -48,7 +49,7 @@ from ._fake_cli_turn import Context, Conversations, Segment, TurnEnd
 from ._fake_cli_usage import CLI_VERSION, UsageLedger, resolve_model
 from ._fake_cli_wire import Wire
 
-RESUME_WITHOUT_HOOKS_ENV = "FAKE_CLAUDE_RESUME_WITHOUT_HOOKS"
+FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV = "FAKE_CLAUDE_RESUME_WITHOUT_HOOKS"
 """`1` makes a resumed deferred call skip PreToolUse, as a late initialize does."""
 
 _DEFAULT_TOOLS = (
@@ -85,6 +86,7 @@ class FakeCliSession:
         )
         self._project_dir = Path(config) / "projects" / project_key(cwd)
         self._wire = Wire(self._handle_control)
+        self._frames = Frames(self._wire, self._session_id)
         self._initialized = asyncio.Event()
         self._mcp = McpServers(self._wire, args.mcp_servers)
         self._builtin = args.tools if args.tools is not None else _DEFAULT_TOOLS
@@ -101,14 +103,6 @@ class FakeCliSession:
             common=self._common,
         )
         self._usage = UsageLedger()
-        self._conversations = Conversations(
-            wire=self._wire,
-            args=args,
-            usage=self._usage,
-            session_id=self._session_id,
-            tool_names=self._tool_names,
-            subagent_transcript=self._subagent_transcript,
-        )
         self._tools = Tools(
             wire=self._wire,
             args=args,
@@ -116,12 +110,21 @@ class FakeCliSession:
             cwd=cwd,
             builtin=self._builtin,
             hook_input=self._hook_input,
-            run_agent=self._conversations.run_subagent,
+            run_agent=self._run_subagent,
         )
-        self._conversations.tools = self._tools
+        self._conversations = Conversations(
+            wire=self._wire,
+            args=args,
+            usage=self._usage,
+            session_id=self._session_id,
+            tools=self._tools,
+            tool_names=self._tool_names,
+            subagent_transcript=self._subagent_transcript,
+        )
         self._started_ms = int(time.time() * 1000)
         self._ran = False
         self._resumed = False
+        self._background: set[asyncio.Task[None]] = set()
 
     async def run(self) -> int:
         """Serve the SDK until stdin closes; returns the exit status."""
@@ -145,25 +148,7 @@ class FakeCliSession:
     def _load(self) -> bool:
         path = self._transcript.path
         if not path.is_file():
-            self._wire.send(
-                {
-                    "type": "result",
-                    "subtype": "error_during_execution",
-                    "duration_ms": 0,
-                    "duration_api_ms": 0,
-                    "is_error": True,
-                    "num_turns": 0,
-                    "stop_reason": None,
-                    "session_id": self._session_id,
-                    "total_cost_usd": 0,
-                    "modelUsage": {},
-                    "permission_denials": [],
-                    "uuid": str(uuid.uuid4()),
-                    "errors": [
-                        f"No conversation found with session ID: {self._session_id}"
-                    ],
-                }
-            )
+            self._frames.missing_session()
             return False
         self._transcript.load(read_entries(path))
         cost_state = self._transcript.last_of_type("cost-state")
@@ -197,8 +182,11 @@ class FakeCliSession:
         names = [str(n) for n in declared] if isinstance(declared, list) else []
         added = self._mcp.add_sdk_servers(names)
         if added:
+            # Connected only now, so a resumed call cannot use them (reference
+            # README: the TypeScript SDK's servers need --mcp-config too).
             task = asyncio.get_running_loop().create_task(self._mcp.connect(added))
-            task.add_done_callback(lambda _: None)
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
         self._initialized.set()
         return {
             "commands": [],
@@ -224,7 +212,7 @@ class FakeCliSession:
         )
         prompt_id = str(uuid.uuid4())
         self._ran = True
-        self._state("running")
+        self._frames.state("running")
         self._queue_operations(content if isinstance(content, str) else None)
         self._transcript.append(
             {
@@ -261,8 +249,8 @@ class FakeCliSession:
         # command_lifecycle frames; the one after the result makes the SDK raise
         # a plain ProcessError for an error result (reference d3).
         command = str(uuid.uuid4())
-        self._state("running")
-        self._lifecycle(command, "started")
+        self._frames.state("running")
+        self._frames.lifecycle(command, "started")
         self._queue_operations(CONTINUE_TEXT)
         if not self._available(use.name):
             self._conversations.append_deferral(self._transcript, use)
@@ -276,7 +264,7 @@ class FakeCliSession:
             return False
         hooks = (
             self._args.await_initialize
-            and self._env.get(RESUME_WITHOUT_HOOKS_ENV) != "1"
+            and self._env.get(FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV) != "1"
         )
         result = await self._tools.handle(use, Caller(), hooks=hooks)
         if result.deferred:
@@ -287,7 +275,7 @@ class FakeCliSession:
                 "is_error": False,
                 "result": "",
                 "stop_reason": "tool_deferred",
-                "deferred_tool_use": _deferred(use),
+                "deferred_tool_use": deferred_tool_use(use),
             }
             self._send_result(seg, again, command=command)
             return True
@@ -295,7 +283,7 @@ class FakeCliSession:
             seg.denials.append(
                 {"tool_name": use.name, "tool_use_id": use.id, "tool_input": use.input}
             )
-        parent = self._transcript.message_before(deferral)
+        parent = self._transcript.last_message()
         prompt_id = str(uuid.uuid4())
         main = self._main(Caller(prompt_id=prompt_id))
         self._conversations.emit_tool_result(
@@ -321,10 +309,7 @@ class FakeCliSession:
     def _available(self, tool_name: str) -> bool:
         """Whether a resumed call's tool exists before initialize is applied."""
         if not tool_name.startswith("mcp__"):
-            return tool_name in self._builtin or (
-                tool_name in AGENT_TOOLS
-                and any(t in self._builtin for t in AGENT_TOOLS)
-            )
+            return self._tools.offers(tool_name)
         server = self._mcp.server_of(tool_name)
         if server is None or not server.declared or self._mcp.find(tool_name) is None:
             return False
@@ -335,54 +320,14 @@ class FakeCliSession:
     def _result(
         self, seg: Segment, end: TurnEnd, *, command: str | None = None
     ) -> bool:
-        match end.kind:
-            case "answered":
-                fields: JsonObject = {
-                    "subtype": "success",
-                    "is_error": False,
-                    "result": end.text,
-                    "terminal_reason": "completed",
-                }
-            case "deferred":
-                fields = {
-                    "subtype": "success",
-                    "is_error": False,
-                    "result": "",
-                    "stop_reason": "tool_deferred",
-                    "terminal_reason": "tool_deferred",
-                    "deferred_tool_use": _deferred(seg.deferred[-1]),
-                }
-            case "failed":
-                fields = {
-                    "subtype": "error_during_execution",
-                    "is_error": True,
-                    "stop_reason": None,
-                    "errors": [end.text],
-                }
-        self._send_result(seg, fields, command=command)
+        self._send_result(seg, end_fields(seg, end), command=command)
         return end.kind != "failed"
 
     def _send_result(
         self, seg: Segment, fields: JsonObject, *, command: str | None = None
     ) -> None:
         self._transcript.flush()
-        frame: JsonObject = {
-            "type": "result",
-            "duration_ms": 1,
-            "duration_api_ms": 1,
-            "num_turns": seg.num_turns,
-            "stop_reason": seg.stop_reason,
-            "session_id": self._session_id,
-            "permission_denials": seg.denials,
-            "api_error_status": None,
-            "uuid": str(uuid.uuid4()),
-            **self._usage.result_fields(),
-            **fields,
-        }
-        self._wire.send(frame)
-        if command is not None:
-            self._lifecycle(command, "completed")
-        self._state("idle")
+        self._frames.result(seg, fields, self._usage.result_fields(), command=command)
 
     def _finish(self, status: int) -> int:
         """Write the entries CLI 2.1.327 writes at shutdown, then exit."""
@@ -439,6 +384,11 @@ class FakeCliSession:
             common=self._common | {"isSidechain": True, "agentId": agent_id},
         )
 
+    async def _run_subagent(
+        self, use: ToolUse, tool_input: dict[str, JsonValue], caller: Caller
+    ) -> ToolResult:
+        return await self._conversations.run_subagent(use, tool_input, caller)
+
     def _tool_names(self) -> list[str]:
         return [*self._builtin, *self._mcp.tool_names()]
 
@@ -458,51 +408,14 @@ class FakeCliSession:
         return "ANTHROPIC_API_KEY" if self._env.get("ANTHROPIC_API_KEY") else "none"
 
     def _init(self) -> None:
-        tools = ["Task" if t in AGENT_TOOLS else t for t in self._builtin]
-        self._wire.send(
-            {
-                "type": "system",
-                "subtype": "init",
-                "cwd": self._cwd,
-                "session_id": self._session_id,
-                "tools": [*tools, *self._mcp.tool_names()],
-                "mcp_servers": self._mcp.status(),
-                "model": self._model,
-                "permissionMode": self._tools.permission_mode,
-                "slash_commands": [],
-                "apiKeySource": self._api_key_source(),
-                "claude_code_version": CLI_VERSION,
-                "output_style": "default",
-                "agents": ["general-purpose"],
-                "skills": [],
-                "plugins": [],
-                "uuid": str(uuid.uuid4()),
-            }
-        )
-
-    def _state(self, state: str) -> None:
-        # Sent because the SDK asks (CLAUDE_CODE_SDK_READS_SESSION_STATE) and
-        # keeps stdin open until "idle"; it drops them from the caller's stream.
-        self._wire.send(
-            {
-                "type": "system",
-                "subtype": "session_state_changed",
-                "state": state,
-                "sdk_host_only": True,
-                "uuid": str(uuid.uuid4()),
-                "session_id": self._session_id,
-            }
-        )
-
-    def _lifecycle(self, command_uuid: str, state: str) -> None:
-        self._wire.send(
-            {
-                "type": "command_lifecycle",
-                "command_uuid": command_uuid,
-                "state": state,
-                "uuid": str(uuid.uuid4()),
-                "session_id": self._session_id,
-            }
+        builtin = ["Task" if t in AGENT_TOOLS else t for t in self._builtin]
+        self._frames.init(
+            cwd=self._cwd,
+            tools=[*builtin, *self._mcp.tool_names()],
+            mcp_servers=self._mcp.status(),
+            model=self._model,
+            permission_mode=self._tools.permission_mode,
+            api_key_source=self._api_key_source(),
         )
 
     def _queue_operations(self, content: str | None) -> None:
@@ -518,10 +431,6 @@ class FakeCliSession:
             {"type": "queue-operation", "operation": "dequeue", "timestamp": now_iso()}
         )
         self._transcript.flush()
-
-
-def _deferred(use: ToolUse) -> JsonObject:
-    return {"id": use.id, "name": use.name, "input": use.input}
 
 
 async def _first(*waits: Coroutine[object, object, object]) -> None:

@@ -19,6 +19,7 @@ The order copies CLI 2.1.327 (reference sections b to g):
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Literal, cast
@@ -126,6 +127,9 @@ class Tools:
         self, use: ToolUse, caller: Caller, *, hooks: bool = True
     ) -> ToolResult:
         """Decide one call and run it if allowed; `hooks=False` skips PreToolUse."""
+        if not self.offers(use.name):
+            # The CLI rejects a tool it does not offer before any hook runs.
+            return _error(f"No such tool available: {use.name}")
         decision = await self.decide(use, caller) if hooks else Decision(kind="none")
         match decision.kind:
             case "deny":
@@ -185,9 +189,10 @@ class Tools:
         winner = max(decisions, key=lambda d: _DECISION_RANK[d.kind])
         updated: dict[str, JsonValue] | None = None
         if winner.kind == "allow":
-            for d in decisions:
-                if d.updated_input is not None:
-                    updated = (updated or {}) | d.updated_input
+            # An allow's updatedInput replaces the input (the last one wins); a
+            # deferral never carries it (CLI 2.1.327, reference d15-d17).
+            rewrites = [d.updated_input for d in decisions if d.kind == "allow"]
+            updated = next((u for u in reversed(rewrites) if u is not None), None)
         return Decision(kind=winner.kind, reason=winner.reason, updated_input=updated)
 
     async def _hook(
@@ -271,6 +276,14 @@ class Tools:
             str(answer.get("message", "")), {"decision": "reject", "source": "user"}
         )
 
+    def offers(self, name: str) -> bool:
+        """Whether the model may call `name`: an enabled built-in or a served tool."""
+        if name in AGENT_TOOLS:
+            return any(t in self._builtin for t in AGENT_TOOLS)
+        if name.startswith("mcp__"):
+            return self._mcp.find(name) is not None
+        return name in self._builtin
+
     def _allowed_by_rule(self, name: str) -> bool:
         return any(
             rule == name or (rule.startswith("mcp__") and name.startswith(f"{rule}__"))
@@ -285,17 +298,14 @@ class Tools:
         permission: JsonObject | None,
     ) -> ToolResult:
         """Run an allowed call with its final input."""
-        if use.name in AGENT_TOOLS and any(t in self._builtin for t in AGENT_TOOLS):
+        if use.name in AGENT_TOOLS:
             result = await self._run_agent(use, tool_input, caller)
         elif use.name.startswith("mcp__"):
             result = await self._run_mcp(use, tool_input)
-        elif use.name == "Bash" and "Bash" in self._builtin:
+        elif use.name == "Bash":
             result = await self._run_bash(tool_input)
         else:
-            text = f"<tool_use_error>Error: No such tool available: {use.name}</tool_use_error>"
-            result = ToolResult(
-                content=text, is_error=True, tool_use_result=f"Error: {text}"
-            )
+            result = _error(f"the fake Claude CLI cannot run {use.name}")
         return ToolResult(
             content=result.content,
             is_error=result.is_error,
@@ -308,10 +318,7 @@ class Tools:
     ) -> ToolResult:
         found = self._mcp.find(use.name)
         if found is None:
-            text = f"<tool_use_error>Error: No such tool available: {use.name}</tool_use_error>"
-            return ToolResult(
-                content=text, is_error=True, tool_use_result=f"Error: {text}"
-            )
+            return _error(f"No such tool available: {use.name}")
         server, tool = found
         try:
             result = await self._mcp.call(
@@ -365,6 +372,11 @@ class Tools:
         )
 
 
+def _error(message: str) -> ToolResult:
+    text = f"<tool_use_error>Error: {message}</tool_use_error>"
+    return ToolResult(content=text, is_error=True, tool_use_result=f"Error: {text}")
+
+
 def _denied(message: str, permission: JsonObject | None) -> ToolResult:
     return ToolResult(
         content=message,
@@ -386,8 +398,6 @@ def _timeout(matcher: JsonObject) -> float:
 
 def _matches(matcher: JsonValue, tool_name: str) -> bool:
     """Claude Code matchers: empty or `*` for all, else names or a regex."""
-    import re
-
     if matcher is None or matcher in ("", "*"):
         return True
     pattern = str(matcher)

@@ -247,14 +247,21 @@ class Transcript:
                 return entry
         return None
 
-    def message_before(self, entry: JsonObject) -> str | None:
-        """The uuid of the nearest non-attachment ancestor of `entry`."""
+    def last_message(self) -> str | None:
+        """The uuid of the last chain entry that is not an attachment.
+
+        A resumed call's result hangs there, off the deferral attachments, and
+        so after any result an earlier call of the same reply got (such as a
+        refusal), which the model must still see.
+        """
         index = self.by_uuid()
-        current = entry.get("parentUuid")
-        while isinstance(current, str) and current in index:
-            if index[current].get("type") != "attachment":
+        current = self.tail
+        while current is not None and current in index:
+            entry = index[current]
+            if entry.get("type") != "attachment":
                 return current
-            current = index[current].get("parentUuid")
+            parent = entry.get("parentUuid")
+            current = parent if isinstance(parent, str) else None
         return None
 
     def last_of_type(self, kind: str) -> JsonObject | None:

@@ -26,7 +26,7 @@ from typing import Literal, cast
 from pydantic import JsonValue
 
 from ._fake_cli_args import CliArgs, JsonObject
-from ._fake_cli_model import Answer, CallTools, Failure, Plan, plan_reply
+from ._fake_cli_model import Answer, CallTools, Failure, Plan, PlannedCall, plan_reply
 from ._fake_cli_tools import Caller, ToolResult, Tools, ToolUse
 from ._fake_cli_transcript import Transcript, now_iso
 from ._fake_cli_usage import (
@@ -39,10 +39,12 @@ from ._fake_cli_usage import (
 from ._fake_cli_wire import Wire
 from ._script import ScriptError
 
-GATE_DIR_ENV = "DEX_FAKE_CLAUDE_GATE_DIR"
+FAKE_CLAUDE_GATE_DIR_ENV = "DEX_FAKE_CLAUDE_GATE_DIR"
 """Directory of gate files: `<gate>.reached` is written, `<gate>` opens it."""
 
 _GATE_POLL_S = 0.02
+_MAX_MODEL_CALLS = 50
+"""A script that keeps calling tools (a refusal answered by another) fails here."""
 _message_numbers = itertools.count(1)
 
 
@@ -58,9 +60,11 @@ async def wait_at_gate(gate: str | None) -> None:
     """
     if gate is None:
         return
-    directory = os.environ.get(GATE_DIR_ENV)
+    directory = os.environ.get(FAKE_CLAUDE_GATE_DIR_ENV)
     if not directory:
-        raise GateError(f"script waits at gate {gate!r} but {GATE_DIR_ENV} is unset")
+        raise GateError(
+            f"script waits at gate {gate!r} but {FAKE_CLAUDE_GATE_DIR_ENV} is unset"
+        )
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
     (path / f"{gate}.reached").touch()
@@ -112,6 +116,7 @@ class Conversations:
         args: CliArgs,
         usage: UsageLedger,
         session_id: str,
+        tools: Tools,
         tool_names: Callable[[], list[str]],
         subagent_transcript: Callable[[str], Transcript],
     ) -> None:
@@ -119,14 +124,13 @@ class Conversations:
         self._args = args
         self._usage = usage
         self._session_id = session_id
+        self._tools = tools
         self._tool_names = tool_names
         self._subagent_transcript = subagent_transcript
-        self.tools: Tools | None = None
-        """Set once built; `Tools` needs `run_subagent` from here."""
 
     async def run(self, ctx: Context, seg: Segment) -> TurnEnd:
         """Call the model until it answers, fails, or a call is deferred."""
-        while True:
+        for _ in range(_MAX_MODEL_CALLS):
             try:
                 plan: Plan = plan_reply(ctx.transcript.view(), self._tool_names())
             except ScriptError as e:
@@ -146,37 +150,36 @@ class Conversations:
                         )
                         return TurnEnd(kind="answered", text=text)
                     case CallTools(calls=calls):
-                        uses = [
-                            ToolUse(
-                                id=c.use_id or _tool_use_id(),
-                                name=c.name,
-                                input=c.input,
-                            )
-                            for c in calls
-                        ]
-                        blocks: list[JsonObject] = [
-                            {
-                                "type": "tool_use",
-                                "id": u.id,
-                                "name": u.name,
-                                "input": u.input,
-                            }
-                            for u in uses
-                        ]
-                        await self._model_call(ctx, seg, blocks, "tool_use")
-                        if await self._tool_round(ctx, seg, uses):
+                        if await self._call_tools(ctx, seg, calls):
                             return TurnEnd(kind="deferred")
             except GateError as e:
                 return TurnEnd(kind="failed", text=str(e))
+        return TurnEnd(
+            kind="failed", text=f"the script made {_MAX_MODEL_CALLS} model calls"
+        )
+
+    async def _call_tools(
+        self, ctx: Context, seg: Segment, calls: tuple[PlannedCall, ...]
+    ) -> bool:
+        """One tool-use reply and its tool round; True when a call was deferred."""
+        uses = [
+            ToolUse(id=c.use_id or _tool_use_id(), name=c.name, input=c.input)
+            for c in calls
+        ]
+        blocks: list[JsonObject] = [
+            {"type": "tool_use", "id": u.id, "name": u.name, "input": u.input}
+            for u in uses
+        ]
+        await self._model_call(ctx, seg, blocks, "tool_use")
+        return await self._tool_round(ctx, seg, uses)
 
     async def _tool_round(
         self, ctx: Context, seg: Segment, uses: list[ToolUse]
     ) -> bool:
         """Handle every call of a reply; True when any was deferred."""
-        assert self.tools is not None
         deferred = False
         for use in uses:
-            result = await self.tools.handle(use, ctx.caller)
+            result = await self._tools.handle(use, ctx.caller)
             if result.deferred and ctx.main:
                 deferred = True
                 seg.deferred.append(use)
@@ -202,7 +205,6 @@ class Conversations:
 
     def append_deferral(self, transcript: Transcript, use: ToolUse) -> None:
         """Record a deferred call, with the model's original input (CLI 2.1.327)."""
-        assert self.tools is not None
         transcript.append(
             {
                 "type": "attachment",
@@ -213,7 +215,7 @@ class Conversations:
                     "toolInput": use.input,
                     "hookName": "settings",
                     "hookEvent": "PreToolUse",
-                    "permissionMode": self.tools.permission_mode,
+                    "permissionMode": self._tools.permission_mode,
                 },
             }
         )

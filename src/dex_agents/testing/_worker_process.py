@@ -7,8 +7,6 @@ names the engine address, namespace, runtime store file and the ledger flow.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import json
 import os
 import signal
@@ -16,13 +14,10 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Self
+from typing import Self
 
 from .._errors import UserError
 from ._ledger_flow import LedgerFlowConfig
-
-if TYPE_CHECKING:
-    from ..temporal import AgentSessionFlow as AgentSessionFlowType
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,11 +114,14 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     from ..temporal import create_worker
     from ._ledger_flow import ledger_flow
 
-    flow = (
-        ledger_flow(config.flow)
-        if config.flow is not None
-        else load_flow(config.flow_ref)
-    )
+    if config.flow is not None:
+        flow = ledger_flow(config.flow)
+    elif config.flow_ref is not None:
+        from ..cli._agent_ref import load_flow
+
+        flow = load_flow(config.flow_ref)
+    else:
+        raise UserError("`WorkerProcessConfig` needs `flow` or `flow_ref`")
     client = await Client.connect(
         config.address,
         namespace=config.namespace,
@@ -137,33 +135,6 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
         ready.write_text(str(os.getpid()))
         await stop.wait()
     await store.close()
-
-
-def load_flow(ref: str | None) -> AgentSessionFlowType:
-    """Import `module:attr` or `path/to/file.py:attr` and return the flow it names."""
-    if not ref or ":" not in ref:
-        raise UserError(f"flow reference {ref!r} must look like `module:attr`")
-    module_name, _, attr = ref.rpartition(":")
-    if module_name.endswith(".py"):
-        spec = importlib.util.spec_from_file_location(
-            Path(module_name).stem, module_name
-        )
-        if spec is None or spec.loader is None:
-            raise UserError(f"cannot load {module_name!r}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module
-        spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(module_name)
-    from ..temporal import AgentSessionFlow
-
-    value = getattr(module, attr)
-    flow = value() if callable(value) else value
-    if not isinstance(flow, AgentSessionFlow):
-        raise UserError(
-            f"{ref!r} is a {type(flow).__name__}, not an `AgentSessionFlow`"
-        )
-    return flow
 
 
 def main() -> None:
