@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -39,7 +40,7 @@ async def claude_rig(
             monkeypatch.setenv(name, value)
         monkeypatch.syspath_prepend(str(EXAMPLES))
         sys.modules.pop("support_agent", None)
-        import support_agent
+        support_agent = importlib.import_module("support_agent")
 
         yield ClaudeRig(
             api=api, proxy=proxy, env=env, tmp=tmp_path, example=support_agent

@@ -50,6 +50,6 @@ async def test_support_agent_example(claude_rig: ClaudeRig, client: Client) -> N
         snap = await sessions.wait_for_idle(sid)
         assert snap.turns[2].final_text == "said: you're welcome"
         assert snap.usage.model_calls >= 5
-        kinds = {m.item.get("kind") for m in snap.messages}
+        kinds = {str(m.item.get("kind")) for m in snap.messages}
         assert kinds == {"user_prompt", "claude_transcript"}
     await store.close()
