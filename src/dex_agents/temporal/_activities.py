@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Callable, Coroutine
 from datetime import timedelta
 from typing import Any
@@ -104,6 +105,15 @@ def _engine_error(err: Exception) -> ApplicationError:
     return ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__)
 
 
+def _span_recorder() -> Callable[..., None] | None:
+    """The chat-span recorder when OpenTelemetry is installed, else None (tracing is optional)."""
+    try:
+        from ..otel import record_chat_span
+    except ImportError:
+        return None
+    return record_chat_span
+
+
 def build_activities(
     flow_type: str,
     runner: AgentFrameworkRunner,
@@ -113,6 +123,7 @@ def build_activities(
     """The activities of one flow, bound to its runner and the worker's store."""
     names = ActivityNames.for_flow(flow_type)
     limit = options.run_model_limit.total_seconds()
+    record_span = _span_recorder()
 
     @activity.defn(name=names.run_model)
     async def run_model(input: RunModelInput) -> RunModelOutput:
@@ -153,19 +164,45 @@ def build_activities(
                 default_tool_effect=options.default_tool_effect,
                 resume=resume,
             )
+            span_session: dict[str, str | int] = {
+                "session_id": input.session_id,
+                "turn_id": input.turn_id,
+                "step_execution_id": input.step_execution_id,
+                "attempt": attempt,
+            }
+            start_ns = time.time_ns()
             try:
                 async with (
                     _heartbeating(options.heartbeat_timeout),
                     asyncio.timeout(limit),
                 ):
                     result = await runner.run_model(context)
-            except TimeoutError as err:
-                raise ApplicationError(
-                    f"the model segment exceeded `run_model_limit` ({options.run_model_limit})",
-                    type="RunModelTimeout",
-                ) from err
-            except Exception as err:
-                raise _engine_error(err) from err
+            except BaseException as err:
+                if record_span is not None:
+                    record_span(
+                        start_ns=start_ns,
+                        end_ns=time.time_ns(),
+                        metadata=None,
+                        usage=None,
+                        session=span_session,
+                        error=err,
+                    )
+                if isinstance(err, TimeoutError):
+                    raise ApplicationError(
+                        f"the model segment exceeded `run_model_limit` ({options.run_model_limit})",
+                        type="RunModelTimeout",
+                    ) from err
+                if isinstance(err, Exception):
+                    raise _engine_error(err) from err
+                raise
+            if record_span is not None:
+                record_span(
+                    start_ns=start_ns,
+                    end_ns=time.time_ns(),
+                    metadata=result.metadata,
+                    usage=result.usage,
+                    session=span_session,
+                )
         segment_id = f"{input.step_execution_id}/attempt-{attempt}"
         if isinstance(result, TurnCompleted):
             messages = [pending_message(i) for i in input.pending] + list(
