@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -33,6 +34,7 @@ from ..temporal import (
     resolve_interrupt,
     resolve_state_dir,
 )
+from ..testing import MockMessagesApi
 from . import _render as render
 from ._agent_ref import load_flow
 from ._chat import run_chat
@@ -77,6 +79,26 @@ def main() -> None:
 
 
 # -- serving --------------------------------------------------------------------
+
+
+_UNSCRIPTED_REPLY = (
+    "(scripted model) I follow `dex-script:` commands only: end your message with "
+    '`dex-script: say hello`, `dex-script: call lookup_order {"orderId": "7"}` or '
+    '`dex-script: call create_refund {"orderId": "7"}`. Set ANTHROPIC_API_KEY to talk to Claude.'
+)
+
+
+def _use_scripted_model(base_url: str, state_dir: Path) -> None:
+    """Point this process's Claude CLIs at the scripted Messages API, offline."""
+    os.environ.update(
+        {
+            "ANTHROPIC_BASE_URL": base_url,
+            "ANTHROPIC_API_KEY": "scripted-model-key",
+            "NO_PROXY": "127.0.0.1,localhost",
+            "CLAUDE_CONFIG_DIR": str((state_dir / "claude-config").resolve()),
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        }
+    )
 
 
 @main.command()
@@ -144,10 +166,23 @@ async def _dev(
             ("server db", str(engine.db_path)),
             ("server log", str(engine.log_path)),
         ]
-        try:
-            await _serve("dev", conn, flows, store, refs, facts, out)
-        finally:
-            await store.close()
+        async with AsyncExitStack() as model_stack:
+            if flows and not os.environ.get("ANTHROPIC_API_KEY"):
+                api = await model_stack.enter_async_context(
+                    MockMessagesApi(unscripted_reply=_UNSCRIPTED_REPLY)
+                )
+                _use_scripted_model(api.base_url, directory)
+                facts.append(
+                    (
+                        "model",
+                        f"scripted Messages API at {api.base_url} (no ANTHROPIC_API_KEY): "
+                        'end a message with `dex-script: call lookup_order {"orderId": "7"}`',
+                    )
+                )
+            try:
+                await _serve("dev", conn, flows, store, refs, facts, out)
+            finally:
+                await store.close()
     finally:
         async with render.Progress(out, "stopping the Temporal dev server"):
             await asyncio.shield(engine.stop())

@@ -63,7 +63,15 @@ class MockMessagesApi:
 
     __test__ = False
 
-    def __init__(self) -> None:
+    def __init__(self, *, unscripted_reply: str | None = None) -> None:
+        """Create the server (started by `async with` / `with`).
+
+        Args:
+            unscripted_reply: Text to answer a prompt that holds no `dex-script:`
+                command with (for interactive use). None answers such a request
+                with a 400 and records it in `unserved`, which tests rely on.
+        """
+        self._unscripted_reply = unscripted_reply
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._unserved: list[RecordedRequest] = []
@@ -258,8 +266,10 @@ class MockMessagesApi:
                 messages if isinstance(messages, list) else [], tool_names=names
             )
         except ScriptError as e:
-            await self._refuse(writer, request, 400, "invalid_request_error", str(e))
-            return keep_alive
+            if self._unscripted_reply is None:
+                await self._refuse(writer, request, 400, "invalid_request_error", str(e))
+                return keep_alive
+            planned = PlannedReply(reply=TextReply(text=self._unscripted_reply))
         if planned.pause is not None:
             gate = self._gate(planned.pause)
             gate.reached.set()
