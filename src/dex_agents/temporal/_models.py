@@ -93,6 +93,12 @@ class SessionState:
     version: int = 0
     event_seq: int = 0
     runs: int = 1
+    update_ids: list[str] = field(default_factory=lambda: [])
+    """IDs of the latest state-changing Updates that succeeded, carried across continue-as-new.
+
+    Temporal deduplicates an Update ID within one run only; a client that
+    retries an Update whose run just continued as new would deliver it twice.
+    """
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,6 +60,7 @@ INVALID_MESSAGE = "InvalidUserMessage"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError"]
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
+_KEEP_IDS = 500
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +103,8 @@ class AgentSessionWorkflow:
     @workflow.update
     async def send_user_message(self, input: UserMessageInput) -> bool:
         """Queue a user message; the next turn (or the current one's successor) sends it."""
+        if self._seen_update():
+            return True  # a retry across continue-as-new: already queued
         self.state.pending.append(type(self).build_user_message(input.text))
         self.state.inbox += 1
         self.state.version += 1
@@ -121,7 +124,9 @@ class AgentSessionWorkflow:
         """Approve or reject a pending call; a repeat returns False and changes nothing."""
         interrupt = self.state.interrupts[input.interrupt_id]
         if interrupt.resolved:
-            return False
+            # A client retry across continue-as-new is the same request: it succeeded.
+            return self._already_applied()
+        self._seen_update()
         interrupt.resolved = True
         interrupt.approved = input.approved
         interrupt.rejection_message = input.rejection_message
@@ -159,6 +164,20 @@ class AgentSessionWorkflow:
     def get_agent_snapshot(self) -> AgentSnapshot:
         """The session's status, turns, pending interrupts and usage."""
         return self._snapshot()
+
+    def _seen_update(self) -> bool:
+        """Remember the running Update's ID; True if it was applied before."""
+        info = workflow.current_update_info()
+        if info is None:
+            return False
+        if info.id in self.state.update_ids:
+            return True
+        self.state.update_ids = [*self.state.update_ids[-(_KEEP_IDS - 1) :], info.id]
+        return False
+
+    def _already_applied(self) -> bool:
+        info = workflow.current_update_info()
+        return info is not None and info.id in self.state.update_ids
 
     # ----- main loop ----------------------------------------------------------
 
