@@ -1,5 +1,10 @@
 """Public test kit: a scripted runner, a ledger, worker subprocesses, and a scripted Messages API."""
 
+from ._fake_claude_cli import (
+    FAKE_CLAUDE_GATE_DIR_ENV,
+    FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
+    fake_claude_cli_path,
+)
 from ._hermetic import bundled_cli_path, hermetic_cli_env
 from ._ledger import Ledger
 from ._ledger_flow import (
@@ -14,6 +19,8 @@ from ._scripted_runner import ScriptedRunner, ScriptedTool
 from ._worker_process import WorkerProcess, WorkerProcessConfig
 
 __all__ = [
+    "FAKE_CLAUDE_GATE_DIR_ENV",
+    "FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV",
     "LEDGER_TOOL_POLICIES",
     "Ledger",
     "LedgerFlowConfig",
@@ -25,6 +32,7 @@ __all__ = [
     "WorkerProcess",
     "WorkerProcessConfig",
     "bundled_cli_path",
+    "fake_claude_cli_path",
     "hermetic_cli_env",
     "ledger_flow",
     "ledger_tools",

@@ -42,6 +42,14 @@ from ._fake_cli_session import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV, FakeCliSess
 from ._fake_cli_turn import FAKE_CLAUDE_GATE_DIR_ENV
 from ._fake_cli_usage import CLI_VERSION
 
+__all__ = [
+    "FAKE_CLAUDE_GATE_DIR_ENV",
+    "FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV",
+    "fake_claude_cli_path",
+    "main",
+]
+"""What `dex_agents.testing` re-exports; the `_fake_cli_*` modules stay private."""
+
 _BOOT = """\
 import sys, types
 for name, path in (("dex_agents", {package!r}), ("dex_agents.testing", {testing!r})):

@@ -130,20 +130,33 @@ class FakeCliSession:
         """Serve the SDK until stdin closes; returns the exit status."""
         reader = asyncio.create_task(self._wire.read_loop())
         try:
-            if self._args.resume and not self._load():
-                return 1
-            connecting = asyncio.create_task(self._mcp.connect())
-            await _first(self._initialized.wait(), self._wire.closed.wait())
-            await connecting
-            pending = self._transcript.pending_deferral()
-            if pending is not None and not await self._resume(pending):
-                return self._finish(1)
-            while (message := await self._wire.messages.get()) is not None:
-                if not await self._prompt_turn(message):
-                    return self._finish(1)
-            return self._finish(0)
+            return await self._serve()
+        except Exception as e:
+            # A bug in the fake, or a transcript it cannot read: report it as
+            # the CLI reports a crash, so the test sees the cause.
+            failure: JsonObject = {
+                "subtype": "error_during_execution",
+                "is_error": True,
+                "errors": [f"fake Claude CLI failed: {e!r}"],
+            }
+            self._send_result(Segment(), failure)
+            return self._finish(1)
         finally:
             reader.cancel()
+
+    async def _serve(self) -> int:
+        if self._args.resume and not self._load():
+            return 1
+        connecting = asyncio.create_task(self._mcp.connect())
+        await _first(self._initialized.wait(), self._wire.closed.wait())
+        await connecting
+        pending = self._transcript.pending_deferral()
+        if pending is not None and not await self._resume(pending):
+            return self._finish(1)
+        while (message := await self._wire.messages.get()) is not None:
+            if not await self._prompt_turn(message):
+                return self._finish(1)
+        return self._finish(0)
 
     def _load(self) -> bool:
         path = self._transcript.path

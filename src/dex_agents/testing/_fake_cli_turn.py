@@ -67,8 +67,13 @@ async def wait_at_gate(gate: str | None) -> None:
         )
     path = Path(directory)
     path.mkdir(parents=True, exist_ok=True)
+    parent = os.getppid()
     (path / f"{gate}.reached").touch()
     while not (path / gate).exists():
+        if os.getppid() != parent:
+            # The host died (a test SIGKILLed it); a gate nobody will open
+            # would keep this process alive forever.
+            os._exit(1)
         await asyncio.sleep(_GATE_POLL_S)
 
 

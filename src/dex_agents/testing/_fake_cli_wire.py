@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import uuid
 from collections.abc import Awaitable, Callable
@@ -50,8 +51,12 @@ class Wire:
     def send(self, frame: JsonObject) -> None:
         """Write one frame; stdout is flushed so the SDK sees it at once."""
         line = json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
-        sys.stdout.buffer.write(line.encode() + b"\n")
-        sys.stdout.buffer.flush()
+        try:
+            sys.stdout.buffer.write(line.encode() + b"\n")
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            # The host is gone (killed mid-turn); nothing can be reported.
+            os._exit(1)
 
     async def request(self, request: JsonObject) -> JsonObject:
         """Send a control request and wait for the SDK's answer.
