@@ -136,3 +136,32 @@ async def test_kill_during_run_model_reruns_and_hides_crashed_attempt(
     assert snap.transcript_head == "turn-1/run_model/1/attempt-2"
     assert "CRASHED" not in [m.text for m in snap.messages]
     assert [m.text for m in await rig.store.read_segment(sid, crashed)] == ["CRASHED"]
+
+
+async def test_kill_during_idempotent_write_retries_with_the_same_key(
+    rig: CrashRig,
+) -> None:
+    sid = "crash-call-tool"
+    await rig.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "gate": "mail"}'
+    )
+    await rig.reached("mail")
+    rig.worker.kill()
+    rig.worker.start()
+    snap = await rig.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == "done: send_email=sent to a@b.c"
+    attempts = rig.ledger.entries("send_email_attempt")
+    assert [a["attempt"] for a in attempts] == [1, 2]
+    assert [a["key"] for a in attempts] == [f"{sid}/turn-1/call_turn-1_0"] * 2
+    assert rig.ledger.count("send_email") == 1
+
+
+async def test_snapshot_comes_from_the_store_when_no_worker_runs(rig: CrashRig) -> None:
+    sid = "no-worker-snapshot"
+    await rig.sessions.start(sid, initial_message="say kept")
+    live = await rig.sessions.wait_for_idle(sid)
+    rig.worker.kill()
+    projected = await rig.sessions.snapshot(sid)
+    assert projected.updated_at  # only the store's projection carries a timestamp
+    assert [t.final_text for t in projected.turns] == ["said: kept"]
+    assert [m.text for m in projected.messages] == [m.text for m in live.messages]

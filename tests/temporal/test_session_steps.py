@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
 from session_harness import Harness, make_config
 from temporalio.client import Client
 
@@ -194,3 +195,45 @@ async def test_run_model_limit_bounds_a_segment(
     await store.close()
     assert snap.turns[0].status == "failed"
     assert "run_model_limit" in (snap.turns[0].error or "")
+
+
+async def test_failed_turn_writes_a_turn_failed_event(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="fail")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].status == "failed"
+    events = await harness.sessions.events(sid)
+    failed = [e for e in events if e.type == "turn_failed"]
+    assert [e.data["turn_id"] for e in failed] == ["turn-1"]
+    assert "scripted failure" in str(failed[0].data["error"])
+
+
+async def test_a_bug_in_a_runner_s_message_builder_fails_the_update_not_the_session(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+
+    from dex_agents.session import JsonObject
+    from dex_agents.temporal import create_agent_session_flow
+    from dex_agents.testing import ScriptedRunner
+
+    class BuggyRunner(ScriptedRunner):
+        def build_user_message(self, text: str) -> JsonObject:
+            if text == "boom":
+                raise KeyError("missing")  # a bug that runs inside workflow code
+            return super().build_user_message(text)
+
+    flow = create_agent_session_flow(BuggyRunner(), flow_type)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("buggy")
+        # The workflow-bug types fail the Update at once instead of retrying its task.
+        with pytest.raises(WorkflowUpdateFailedError):
+            await asyncio.wait_for(sessions.send_user_message("buggy", "boom"), 30)
+        await sessions.send_user_message("buggy", "say fine")
+        snap = await sessions.wait_for_idle("buggy")
+        assert [t.final_text for t in snap.turns] == ["said: fine"]
+        status = (await client.get_workflow_handle("buggy").describe()).status
+        assert status == WorkflowExecutionStatus.RUNNING
+    await store.close()

@@ -40,7 +40,8 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
 
     `create_refund` with `"gate": name` stops at that gate after it started, so a
     test can kill the worker in the middle of the write. `send_email` with
-    `"fail_attempts": n` fails its first n attempts.
+    `"fail_attempts": n` fails its first n attempts, and with `"gate": name` its
+    first attempt stops at that gate.
     """
 
     async def lookup_order(
@@ -70,6 +71,11 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
         attempt = execution.attempt if execution else 0
         key = execution.idempotency_key if execution else None
         ledger.record("send_email_attempt", key=key, attempt=attempt)
+        gate = args.get("gate")
+        if isinstance(gate, str) and attempt == 1:
+            (gate_dir / f"{gate}.reached").write_text("")
+            while not (gate_dir / gate).exists():
+                await asyncio.sleep(0.02)
         fail_attempts = args.get("fail_attempts", 0)
         if isinstance(fail_attempts, int) and attempt <= fail_attempts:
             raise ConnectionError(f"mail server unavailable (attempt {attempt})")

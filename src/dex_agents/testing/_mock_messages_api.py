@@ -267,7 +267,9 @@ class MockMessagesApi:
             )
         except ScriptError as e:
             if self._unscripted_reply is None:
-                await self._refuse(writer, request, 400, "invalid_request_error", str(e))
+                await self._refuse(
+                    writer, request, 400, "invalid_request_error", str(e)
+                )
                 return keep_alive
             planned = PlannedReply(reply=TextReply(text=self._unscripted_reply))
         if planned.pause is not None:
