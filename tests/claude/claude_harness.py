@@ -23,6 +23,7 @@ from dex_agents.claude import (
 from dex_agents.session import (
     AgentEvent,
     DeferredToolExecution,
+    ImageReference,
     JsonObject,
     ResumeState,
     RunModelContext,
@@ -135,10 +136,14 @@ class SessionDriver:
         *,
         decide: Callable[[ToolCall], Approval] = approve_all,
         max_segments: int = 8,
+        images: Sequence[ImageReference] = (),
     ) -> TurnResult:
         self._turns += 1
         turn_id = f"turn-{self._turns}"
-        item = self.runner.build_user_message(text)
+        if images:
+            item = self.runner.build_user_message_with_images(text, images)
+        else:
+            item = self.runner.build_user_message(text)
         resume: ResumeState | None = None
         segments: list[TurnCompleted | ToolCallsRequested] = []
         calls: list[ToolCall] = []
@@ -205,6 +210,7 @@ class SessionDriver:
             output=outcome.output,
             attempts=1,
             finished_by_resumed_turn=outcome.finished_by_resumed_turn,
+            images=outcome.images,
         )
 
 

@@ -5,6 +5,8 @@ Each test drives `ClaudeAgentRunner` as the session engine would (see
 mock for anything it does not serve or tried the refusing proxy.
 """
 
+import base64
+import hashlib
 import json
 from typing import Any
 
@@ -12,16 +14,19 @@ import pytest
 from claude_agent_sdk import (
     HookJSONOutput,
     HookMatcher,
+    tool,
 )
 from claude_harness import Hermetic, Ledger, Reject, SessionDriver, runner_for
 from pydantic import JsonValue
 
+from dex_agents._errors import SessionError
 from dex_agents.claude import (
     APPROVED_CLI_TOOL_OUTPUT,
     ClaudeAgentDefinition,
     ClaudeAgentRunner,
 )
 from dex_agents.session import ToolCallsRequested, ToolPolicy
+from dex_agents.stores import DirectoryMediaStore
 
 CONTINUE = "Continue from where you left off."
 
@@ -282,3 +287,121 @@ async def test_bash_runs_the_command_an_application_hook_rewrote(
     [call] = result.calls
     assert call.arguments["command"] == "echo rewritten-$((6*7))"
     assert result.text == "done: rewritten-42"
+
+
+# One transparent pixel.
+PNG = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082"
+)
+
+
+def image_blocks(message: JsonValue) -> list[dict[str, Any]]:
+    return [b for b in blocks(message) if b["type"] == "image"]
+
+
+async def test_user_image_reaches_the_model_and_is_stored_by_reference(
+    hermetic: Hermetic,
+) -> None:
+    media = DirectoryMediaStore(hermetic.base / "media")
+    ref = await media.put_image(PNG, "image/png")
+    runner = ClaudeAgentRunner(
+        ClaudeAgentDefinition(options=hermetic.options(), media_store=media)
+    )
+    driver = SessionDriver(runner)
+    data = base64.b64encode(PNG).decode()
+    prompt = "What does this chart show? dex-script: say a pixel"
+
+    first = await driver.turn(prompt, images=[ref])
+
+    assert first.text == "said: a pixel"
+    sent = messages_of(hermetic)[0][0]
+    assert isinstance(sent, dict)
+    kinds = [b["type"] for b in blocks(sent)]
+    assert kinds[:2] == ["text", "image"], kinds
+    assert image_blocks(sent)[0]["source"] == {
+        "type": "base64",
+        "media_type": "image/png",
+        "data": data,
+    }
+    prompt_item = driver.transcript.committed[0].item
+    assert prompt_item["images"] == [ref.to_wire()]
+    stored = json.dumps([m.item for m in driver.transcript.committed])
+    assert data not in stored
+    assert json.dumps({"dex_image_reference": ref.to_wire()}) in stored
+
+    second = await driver.turn("dex-script: recall")
+
+    assert second.text.startswith("recalled:")
+    resumed = messages_of(hermetic)[-1]
+    restored = [b for m in resumed for b in image_blocks(m)]
+    assert [b["source"]["data"] for b in restored] == [data]
+    assert data not in json.dumps([m.item for m in driver.transcript.committed])
+
+
+async def test_a_runner_without_a_store_fails_on_stored_image_references(
+    hermetic: Hermetic,
+) -> None:
+    media = DirectoryMediaStore(hermetic.base / "media")
+    ref = await media.put_image(PNG, "image/png")
+    with_store = ClaudeAgentRunner(
+        ClaudeAgentDefinition(options=hermetic.options(), media_store=media)
+    )
+    driver = SessionDriver(with_store)
+    await driver.turn("dex-script: say seen", images=[ref])
+    assert not hasattr(runner_for(hermetic), "build_user_message_with_images")
+
+    driver.runner = runner_for(hermetic)
+    with pytest.raises(SessionError, match="no media store") as caught:
+        await driver.turn("dex-script: recall")
+    assert not caught.value.retryable
+
+
+async def test_deferred_tool_result_images_replay_and_are_stored_by_reference(
+    hermetic: Hermetic,
+) -> None:
+    media = DirectoryMediaStore(hermetic.base / "media")
+    data = base64.b64encode(PNG).decode()
+    runs: list[dict[str, Any]] = []
+
+    @tool("make_chart", "Draw a chart of an order", {"orderId": str})
+    async def make_chart(args: dict[str, Any]) -> dict[str, Any]:
+        runs.append(args)
+        return {
+            "content": [
+                {"type": "text", "text": f"chart of {args['orderId']}"},
+                {"type": "image", "data": data, "mimeType": "image/png"},
+            ]
+        }
+
+    runner = ClaudeAgentRunner(
+        ClaudeAgentDefinition(
+            options=hermetic.options(),
+            custom_tools=[make_chart],
+            tool_policies={"make_chart": ToolPolicy(effect="idempotent_write")},
+            media_store=media,
+        )
+    )
+    driver = SessionDriver(runner)
+
+    first = await driver.turn('dex-script: call make_chart {"orderId": "7"}')
+
+    # CLI 2.1.327 adds "[Image: source: <path>]" after a result image.
+    assert first.text.startswith("done: chart of 7[Image: source: ")
+    assert runs == [{"orderId": "7"}]
+    (record,) = first.records
+    assert record.output == "chart of 7"
+    assert [ref.key for ref in record.images] == [
+        f"{hashlib.sha256(PNG).hexdigest()}.png"
+    ]
+    (result,) = tool_results(messages_of(hermetic)[-1])
+    assert [b["source"]["data"] for b in image_blocks(result)] == [data]
+    stored = json.dumps([m.item for m in driver.transcript.committed])
+    assert data not in stored
+    assert "dex_image_reference" in stored
+
+    await driver.turn("dex-script: recall")
+
+    (replayed,) = tool_results(messages_of(hermetic)[-1])
+    assert [b["source"]["data"] for b in image_blocks(replayed)] == [data]
+    assert runs == [{"orderId": "7"}]

@@ -8,12 +8,13 @@ in-memory MCP transport, and the tools count their runs in a `Ledger`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
+from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage
 from claude_harness import Ledger, SessionDriver
 from gate_rig import (
     CliSide,
@@ -412,7 +413,7 @@ async def test_application_hooks_are_skipped_for_a_resumed_call(
 # resumed call's ID is refused in its segment and in later ones.
 
 
-def scripted_runner(ledger: Ledger, tmp_path: Any) -> SessionDriver:
+def scripted_runner(ledger: Ledger, tmp_path: Path) -> SessionDriver:
     options = ClaudeAgentOptions(
         cli_path=str(tmp_path / "never-started"), cwd=str(tmp_path)
     )
@@ -449,9 +450,12 @@ async def ask_nothing(cli: CliSide) -> None:
     ],
 )
 async def test_a_deferral_the_hook_did_not_make_fails_the_segment(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, before: Any, result: Any
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    before: Callable[[CliSide], Awaitable[None]],
+    result: ResultMessage,
 ) -> None:
-    async def script(cli: CliSide) -> Any:
+    async def script(cli: CliSide) -> ResultMessage:
         await before(cli)
         return result
 
@@ -465,9 +469,9 @@ async def test_a_deferral_the_hook_did_not_make_fails_the_segment(
 
 
 async def test_the_deferral_the_hook_made_ends_the_segment(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    async def script(cli: CliSide) -> Any:
+    async def script(cli: CliSide) -> ResultMessage:
         await defer_refund(cli)
         return deferred("a", REFUND, {"orderId": "1"})
 
@@ -482,14 +486,14 @@ async def test_the_deferral_the_hook_made_ends_the_segment(
 
 
 async def test_a_resumed_calls_id_is_refused_in_its_segment_and_in_later_ones(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    async def defer_p(cli: CliSide) -> Any:
+    async def defer_p(cli: CliSide) -> ResultMessage:
         assert await cli.decision(REFUND, {"orderId": "1"}, "p") == "defer"
         await cli.mirror(tool_use_entry("u1", "p", REFUND))
         return deferred("p", REFUND, {"orderId": "1"})
 
-    async def resume_p_then_defer_q(cli: CliSide) -> Any:
+    async def resume_p_then_defer_q(cli: CliSide) -> ResultMessage:
         out = await cli.pre_tool_use(REFUND, {"orderId": "the model's"}, "p")
         assert (out["permissionDecision"], out["updatedInput"]) == (
             "allow",
@@ -510,7 +514,7 @@ async def test_a_resumed_calls_id_is_refused_in_its_segment_and_in_later_ones(
         await cli.mirror(tool_use_entry("u3", "q", REFUND))
         return deferred("q", REFUND, {"orderId": "2"})
 
-    async def resume_q_reusing_p(cli: CliSide) -> Any:
+    async def resume_q_reusing_p(cli: CliSide) -> ResultMessage:
         # A later segment of the turn: p's result is in the stored transcript.
         out = await cli.pre_tool_use(REFUND, {"orderId": "1"}, "p")
         assert out["permissionDecision"] == "deny"
@@ -521,7 +525,7 @@ async def test_a_resumed_calls_id_is_refused_in_its_segment_and_in_later_ones(
         await cli.mirror(tool_result_entry("u4", "q", "refunded 2"))
         return completed()
 
-    async def next_turn_reusing_p_and_q(cli: CliSide) -> Any:
+    async def next_turn_reusing_p_and_q(cli: CliSide) -> ResultMessage:
         for call_id in ("p", "q"):
             assert await cli.decision(LOOKUP, {"orderId": "1"}, call_id) == "deny"
             assert await cli.decision(REFUND, {"orderId": "1"}, call_id) == "deny"
