@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool
 
 from ..session import RunModelContext, ToolPolicy
+from ..stores import MediaStore
 from ._tools import check_custom_tools
 
 DEFAULT_CUSTOM_TOOL_SERVER_NAME = "tools"
@@ -83,6 +84,13 @@ class ClaudeAgentDefinition:
     """The model sees custom tools as `mcp__<custom_tool_server_name>__<name>`."""
     claude_code_tool_permission: ClaudeCodeToolPermission | None = None
     """Per-call decision for tools that run inside the CLI; see the type."""
+    media_store: MediaStore | None = None
+    """The store clients upload images to; with it the session accepts images.
+
+    Without it `send_user_message` with images returns False. Stored transcript
+    entries keep references into this store instead of image bytes, so every
+    Worker of the session needs the same store.
+    """
 
     def __post_init__(self) -> None:
         if not _SERVER_NAME.match(self.custom_tool_server_name):

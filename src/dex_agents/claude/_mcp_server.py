@@ -36,9 +36,17 @@ TOOL_USE_ID_META_KEY = "claudecode/toolUseId"
 
 
 def build_custom_tool_server(
-    name: str, tools: Mapping[str, CustomTool], gate: ToolCallGate
+    name: str,
+    tools: Mapping[str, CustomTool],
+    gate: ToolCallGate,
+    *,
+    replay_images: Mapping[str, str] | None = None,
 ) -> McpSdkServerConfig:
-    """An SDK MCP server config for `tools` that obeys `gate`'s decisions."""
+    """An SDK MCP server config for `tools` that obeys `gate`'s decisions.
+
+    `replay_images` maps the key of each image a replayed record names to its
+    base64 text, read from the media store before the CLI starts.
+    """
 
     async def list_tools(
         _ctx: Any, _params: mcp.types.PaginatedRequestParams | None
@@ -54,6 +62,7 @@ def build_custom_tool_server(
             tool_name=params.name,
             arguments=dict(params.arguments or {}),
             tool_use_id=tool_use_id_of(params.meta),
+            replay_images=replay_images,
         )
 
     server: Server[Any] = Server(
@@ -77,6 +86,7 @@ async def serve_call(
     tool_name: str,
     arguments: dict[str, Any],
     tool_use_id: str | None,
+    replay_images: Mapping[str, str] | None = None,
 ) -> mcp.types.CallToolResult:
     """Serve one `tools/call` as the gate permits; see the module docstring."""
     decision = (
@@ -88,7 +98,7 @@ async def serve_call(
         )
     if decision.kind == "replay":
         assert decision.record is not None
-        return recorded_result(decision.record)
+        return recorded_result(decision.record, replay_images)
     tool = tools.get(tool_name)
     if tool is None:
         return error_result(f"{tool_name} did not run: this agent has no such tool.")
@@ -105,11 +115,24 @@ async def serve_call(
     )
 
 
-def recorded_result(record: ToolRecord) -> mcp.types.CallToolResult:
-    """What a resumed deferred call returns: its final record, as the model reads it."""
+def recorded_result(
+    record: ToolRecord, replay_images: Mapping[str, str] | None = None
+) -> mcp.types.CallToolResult:
+    """What a resumed deferred call returns: its final record, as the model reads it.
+
+    A finished record's images follow its text as MCP image content, which the
+    CLI turns into Claude image blocks inside the tool result.
+    """
+    content: list[dict[str, Any]] = [{"type": "text", "text": record.model_text}]
+    if record.status == "finished":
+        images = replay_images or {}
+        content.extend(
+            {"type": "image", "data": images[ref.key], "mimeType": ref.media_type}
+            for ref in record.images
+        )
     return mcp.types.CallToolResult.model_validate(
         {
-            "content": [{"type": "text", "text": record.model_text}],
+            "content": content,
             "isError": record.status != "finished",
         }
     )

@@ -2,7 +2,8 @@
 
 A new segment sends one user message with one text block per stored text that
 never reached a CLI, oldest first: earlier prompts and turn-failure notes of a
-failed turn, then this turn's prompt. A resumed segment sends nothing (CLI
+failed turn, then this turn's prompt. A prompt with images adds one Claude image
+block per image after its text, in reference order (see `_images`). A resumed segment sends nothing (CLI
 2.1.327 resumes the pending deferral on its own; a `content: []` message would
 start a second turn), but its input stays open until the result arrives, or the
 SDK could not answer the CLI's hook and tool requests.
@@ -31,12 +32,19 @@ def user_message(texts: Sequence[str]) -> dict[str, Any]:
     """The stream-json user message carrying `texts` as text blocks."""
     if not texts:
         raise ValueError("a prompt needs at least one text; never send `content: []`")
+    return content_message([{"type": "text", "text": text} for text in texts])
+
+
+def content_message(content: Sequence[JsonObject]) -> dict[str, Any]:
+    """The stream-json user message carrying `content` blocks (text and images)."""
+    if not content:
+        raise ValueError("a prompt needs at least one block; never send `content: []`")
     return {
         "type": "user",
         "session_id": "",
         "message": {
             "role": "user",
-            "content": [{"type": "text", "text": text} for text in texts],
+            "content": list(content),
         },
         "parent_tool_use_id": None,
     }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Sequence
 from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions
@@ -9,6 +11,7 @@ from claude_agent_sdk import ClaudeAgentOptions
 from .._errors import ToolExecutionError, UserError
 from ..session import (
     DeferredToolExecution,
+    ImageReference,
     JsonObject,
     RunModelContext,
     ToolCall,
@@ -23,7 +26,7 @@ from ..session import (
 from ._definition import ClaudeAgentDefinition, ClaudeAgentOptionsContext
 from ._options import check_options
 from ._segment import Segment, SegmentSetup
-from ._tools import CustomTool, result_is_error, result_text
+from ._tools import CustomTool, result_content, result_is_error, result_text
 from ._transcript import USER_PROMPT_ITEM_KIND
 
 APPROVED_CLI_TOOL_OUTPUT = (
@@ -48,10 +51,27 @@ class ClaudeAgentRunner:
         self._tools = {
             tool.name: CustomTool.from_sdk(tool) for tool in definition.custom_tools
         }
+        if definition.media_store is not None:
+            # The capability exists only with a store: the session checks for
+            # the method when the flow is created and refuses images without it.
+            self.build_user_message_with_images = self._build_user_message_with_images
 
     def build_user_message(self, text: str) -> JsonObject:
         """The stored item of a user message: `{"kind": "user_prompt", "text": ...}`."""
         return {"kind": USER_PROMPT_ITEM_KIND, "text": text}
+
+    def _build_user_message_with_images(
+        self, text: str, images: Sequence[ImageReference]
+    ) -> JsonObject:
+        """The stored item of a user message with images: `user_prompt` plus `images`.
+
+        `images` are the references' wire fields; RunModel reads the bytes.
+        """
+        return {
+            "kind": USER_PROMPT_ITEM_KIND,
+            "text": text,
+            "images": [ref.to_wire() for ref in images],
+        }
 
     def validate_session_options(self, *, compaction: object | None) -> None:
         """Refuse a compaction policy: Claude Code compacts inside the CLI.
@@ -100,6 +120,7 @@ class ClaudeAgentRunner:
             server_name=server_name,
             policies=policies,
             permission=self.definition.claude_code_tool_permission,
+            media_store=self.definition.media_store,
         )
         return await Segment(setup, context).run()
 
@@ -151,10 +172,37 @@ class ClaudeAgentRunner:
             result = await tool.handler(dict(call.arguments))
         finally:
             reset_current_deferred_tool_execution(token)
-        text = result_text(result)
         if result_is_error(result):
-            raise ToolExecutionError(text)
-        return ToolOutcome(output=text)
+            raise ToolExecutionError(result_text(result))
+        return await self._recorded_outcome(result)
+
+    async def _recorded_outcome(self, result: dict[str, Any]) -> ToolOutcome:
+        """The record of a handler's result: its text, and its images when there is a store.
+
+        The images are uploaded here, in the tool Step, so a resumed segment
+        replays the same references on any Worker. Without a store a record keeps
+        text only, with a placeholder for each image.
+
+        Raises:
+            ValueError: An image is not valid base64 or the store refused it;
+                the Step attempt fails rather than record a result the model
+                would read differently.
+        """
+        store = self.definition.media_store
+        if store is None:
+            return ToolOutcome(output=result_text(result))
+        parts: list[str] = []
+        images: list[ImageReference] = []
+        for block in result_content(result):
+            data, media_type = block.get("data"), block.get("mimeType")
+            if block.get("type") == "image" and isinstance(data, str):
+                raw = base64.b64decode(data, validate=True)
+                images.append(await store.put_image(raw, str(media_type)))
+            elif block.get("type") == "text":
+                parts.append(str(block.get("text", "")))
+            else:
+                parts.append(f"[{block.get('type', 'unknown')} content omitted]")
+        return ToolOutcome(output="\n".join(parts), images=tuple(images))
 
     @staticmethod
     def _defers(

@@ -36,13 +36,15 @@ from ..session import (
     ToolPolicy,
     TurnCompleted,
 )
+from ..stores import MediaStore
 from ._definition import ClaudeCodeToolPermission
 from ._gate import ToolCallGate
 from ._hooks import PendingCall, ToolPermissions
+from ._images import TranscriptImages
 from ._mcp_server import build_custom_tool_server
 from ._options import cli_environment, resolved_cwd
 from ._process import CliProcessGroup, real_cli_path
-from ._prompt import prompt_stream, prompt_texts, user_message
+from ._prompt import content_message, prompt_stream
 from ._tools import CustomTool
 from ._transcript import (
     ClaudeTranscriptStore,
@@ -67,6 +69,8 @@ class SegmentSetup:
     server_name: str
     policies: Mapping[str, ToolPolicy]
     permission: ClaudeCodeToolPermission | None
+    media_store: MediaStore | None = None
+    """Where images live; stored entries hold references into it."""
 
 
 class Segment:
@@ -79,6 +83,7 @@ class Segment:
         self._observer = SegmentObserver()
         self._pending: PendingCall | None = None
         self._pending_result_seen = False
+        self._replay_images: dict[str, str] = {}
 
     async def run(self) -> TurnCompleted | ToolCallsRequested:
         """Run the segment and return the session's next step."""
@@ -99,7 +104,11 @@ class Segment:
         ]
         answered = answered_tool_use_ids(loaded)
         self._pending = _pending_call(context, run_state, answered)
-        store = ClaudeTranscriptStore(session_id=session_id, committed=loaded)
+        images = TranscriptImages(setup.media_store)
+        self._replay_images = await _replay_images(self._pending, images)
+        store = ClaudeTranscriptStore(
+            session_id=session_id, committed=await images.restore(loaded)
+        )
         permissions = ToolPermissions(
             context=context,
             gate=self._gate,
@@ -114,13 +123,13 @@ class Segment:
         )
         prompt = None
         if resume is None:
-            texts = prompt_texts(context.pending)
-            if not texts:
+            content = await images.prompt_content(context.pending)
+            if not content:
                 raise SessionError(
                     "the turn has no prompt to send: `context.pending` holds no text",
                     retryable=False,
                 )
-            prompt = user_message(texts)
+            prompt = content_message(content)
         with CliProcessGroup(real_cli_path(setup.options.cli_path)) as group:
             options = self._segment_options(
                 session_id=session_id,
@@ -131,6 +140,7 @@ class Segment:
             )
             result = await self._query(prompt, options, group)
         self._finish_resumed_cli_call()
+        await store.rewrite_appended(images.to_references)
         return self._outcome(result, store, turn_before, loaded, cwd)
 
     def _segment_options(
@@ -151,7 +161,10 @@ class Segment:
         # The application's PreToolUse matchers run inside the adapter's.
         hooks["PreToolUse"] = [permissions.hook_matcher()]
         server = build_custom_tool_server(
-            self._setup.server_name, self._setup.tools, self._gate
+            self._setup.server_name,
+            self._setup.tools,
+            self._gate,
+            replay_images=self._replay_images,
         )
         servers = cast(Mapping[str, Any], options.mcp_servers)
         return dataclasses.replace(
@@ -383,6 +396,18 @@ def _pending_call(
         tool_name=_require_str(deferred, "tool_name"),
         record=record,
     )
+
+
+async def _replay_images(
+    pending: PendingCall | None, images: TranscriptImages
+) -> dict[str, str]:
+    """The base64 of the images the resumed call's record replays, by key.
+
+    Read before the CLI starts, so a store failure fails the attempt cleanly.
+    """
+    if pending is None or pending.record.status != "finished":
+        return {}
+    return {ref.key: await images.read(ref) for ref in pending.record.images}
 
 
 def answered_tool_use_ids(entries: Sequence[JsonObject]) -> frozenset[str]:

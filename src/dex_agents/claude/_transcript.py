@@ -21,7 +21,7 @@ segment would make a later resume skip every entry after it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, cast
 
 from claude_agent_sdk import SessionKey, SessionStoreEntry
@@ -80,6 +80,18 @@ class ClaudeTranscriptStore:
             list[SessionStoreEntry],
             kept_entries(cast(list[JsonObject], [*committed, *(appended or [])])),
         )
+
+    async def rewrite_appended(
+        self,
+        rewrite: Callable[[Sequence[JsonObject]], Awaitable[list[JsonObject]]],
+    ) -> None:
+        """Replace every appended entry with `rewrite`'s output, such as image references.
+
+        Call it once the CLI is done: entries appended after it stay as written.
+        """
+        for key, entries in self._appended.items():
+            rewritten = await rewrite(cast(list[JsonObject], entries))
+            self._appended[key] = cast(list[SessionStoreEntry], rewritten)
 
     def segment_entries(self, session_id: str) -> list[JsonObject]:
         """What the CLI mirrored this segment for `session_id`'s main transcript."""

@@ -2,6 +2,7 @@
 
 from ._events import AgentEvent, AgentEventType, EventRecord, EventSink
 from ._json import JsonObject, JsonValue
+from ._media import IMAGE_MEDIA_TYPES, ImageReference
 from ._options import AgentSessionOptions
 from ._policy import (
     TOOL_EFFECTS,
@@ -23,14 +24,29 @@ from ._records import (
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,
 )
+from ._tool_sources import (
+    SourceCall,
+    SourceCallRefused,
+    SourceCallResult,
+    SourceQuestion,
+    SourceTaskStarted,
+    SourceTool,
+    ToolSource,
+    ToolSourceContext,
+    ToolStepOptions,
+    check_tool_source_names,
+    source_call_policy,
+)
 from ._runner import (
     AgentFrameworkRunner,
+    ImageMessageBuilder,
     ResumeState,
     RunModelContext,
     RunModelResult,
     ToolCallsRequested,
     TranscriptReader,
     TurnCompleted,
+    image_message_builder,
     turn_failure_note,
 )
 from ._usage import ModelCallMetadata, Usage
@@ -43,6 +59,9 @@ __all__ = [
     "DeferredToolExecution",
     "EventRecord",
     "EventSink",
+    "IMAGE_MEDIA_TYPES",
+    "ImageMessageBuilder",
+    "ImageReference",
     "JsonObject",
     "JsonValue",
     "MessageRole",
@@ -50,6 +69,12 @@ __all__ = [
     "ResumeState",
     "RunModelContext",
     "RunModelResult",
+    "SourceCall",
+    "SourceCallRefused",
+    "SourceCallResult",
+    "SourceQuestion",
+    "SourceTaskStarted",
+    "SourceTool",
     "StoredMessage",
     "TOOL_EFFECTS",
     "ToolCall",
@@ -59,14 +84,20 @@ __all__ = [
     "ToolPolicy",
     "ToolRecord",
     "ToolRecordStatus",
+    "ToolSource",
+    "ToolSourceContext",
     "ToolStep",
+    "ToolStepOptions",
     "TranscriptReader",
     "TurnCompleted",
     "Usage",
+    "check_tool_source_names",
     "current_deferred_tool_execution",
     "idempotency_key",
+    "image_message_builder",
     "reset_current_deferred_tool_execution",
     "resolve_policy",
     "set_current_deferred_tool_execution",
+    "source_call_policy",
     "turn_failure_note",
 ]

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ._json import JsonObject
+from ._media import ImageReference
 from ._policy import ToolPolicy
 
 ToolRecordStatus = Literal[
@@ -33,6 +34,10 @@ class ToolCall:
     """Why the call needs approval, shown with its interrupt."""
     metadata: JsonObject = field(default_factory=lambda: {})
     """Runner-owned facts about the call (for example where it runs)."""
+    step_timeout_seconds: float | None = None
+    """The tool Step's timeout for this call (a source tool's); None: the session's."""
+    step_attempts: int | None = None
+    """Attempts of a retried tool Step for this call; None: the session's."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -43,6 +48,8 @@ class ToolOutcome:
     is_error: bool = False
     finished_by_resumed_turn: bool = False
     """The call really runs inside the resumed model segment (a CLI tool)."""
+    images: tuple[ImageReference, ...] = ()
+    """Images of the result, in the media store; the model sees them after `output`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +65,8 @@ class ToolRecord:
     rejection_message: str | None = None
     attempts: int = 0
     finished_by_resumed_turn: bool = False
+    images: tuple[ImageReference, ...] = ()
+    """Images of a `finished` result, replayed to the model after `output`."""
 
     @property
     def model_text(self) -> str:

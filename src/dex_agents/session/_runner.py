@@ -10,14 +10,15 @@ runtime store by the engine binding, never into workflow history.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Protocol
+from typing import Annotated, Literal, Protocol, cast
 
 from pydantic import Field
 
 from ._events import EventSink
 from ._json import JsonObject
+from ._media import ImageReference
 from ._policy import ToolEffect, ToolPolicy
 from ._records import (
     DeferredToolExecution,
@@ -97,7 +98,12 @@ class RunModelContext:
 
 
 class AgentFrameworkRunner(Protocol):
-    """What a framework adapter implements to run as a durable session."""
+    """What a framework adapter implements to run as a durable session.
+
+    A runner that can send images also has `build_user_message_with_images`
+    (see `ImageMessageBuilder`); the session checks for it once, when the flow
+    is created, and answers `send_user_message` with images False without it.
+    """
 
     def build_user_message(self, text: str) -> JsonObject:
         """The stored item for a user message, such as `{"kind": "user_prompt", "text": ...}`."""
@@ -122,6 +128,30 @@ class AgentFrameworkRunner(Protocol):
     def validate_session_options(self, *, compaction: object | None) -> None:
         """Raise `UserError` for session options this framework cannot honor."""
         ...
+
+
+class ImageMessageBuilder(Protocol):
+    """The optional runner capability of user messages with images."""
+
+    def build_user_message_with_images(
+        self, text: str, images: Sequence[ImageReference]
+    ) -> JsonObject:
+        """The stored item of a user message with media store references.
+
+        It must not read the images: it runs in the workflow, so it stays
+        deterministic and free of I/O. The runner reads the bytes in RunModel.
+        """
+        ...
+
+
+def image_message_builder(
+    runner: object,
+) -> Callable[[str, Sequence[ImageReference]], JsonObject] | None:
+    """`runner`'s `build_user_message_with_images`, or None when it cannot send images."""
+    builder = getattr(runner, "build_user_message_with_images", None)
+    if not callable(builder):
+        return None
+    return cast(Callable[[str, Sequence[ImageReference]], JsonObject], builder)
 
 
 def turn_failure_note(

@@ -1,14 +1,22 @@
-"""Runtime stores: transcript segments, the live event log and snapshot projections."""
+"""Runtime stores (transcript segments, the event log, snapshots) and media stores."""
 
+from ..session import ImageReference
 from ._conformance import run_runtime_store_conformance
+from ._media import DirectoryMediaStore, InMemoryMediaStore, MediaStore
+from ._media_conformance import run_media_store_conformance
 from ._memory import InMemoryRuntimeStore
 from ._protocols import RuntimeStore, SegmentConflictError
 from ._sqlite import SQLiteRuntimeStore
 
 __all__ = [
+    "DirectoryMediaStore",
+    "ImageReference",
+    "InMemoryMediaStore",
     "InMemoryRuntimeStore",
+    "MediaStore",
     "RuntimeStore",
     "SQLiteRuntimeStore",
     "SegmentConflictError",
+    "run_media_store_conformance",
     "run_runtime_store_conformance",
 ]

@@ -265,7 +265,11 @@ def build_activities(
             try:
                 async with (
                     _heartbeating(options.heartbeat_timeout),
-                    asyncio.timeout(options.tool_limit.total_seconds()),
+                    asyncio.timeout(
+                        options.tool_limit.total_seconds()
+                        if call.step_timeout_seconds is None
+                        else call.step_timeout_seconds
+                    ),
                 ):
                     outcome = await runner.execute_deferred_tool(call, execution)
             except ToolExecutionError as err:
@@ -290,6 +294,7 @@ def build_activities(
             output=outcome.output,
             is_error=outcome.is_error,
             finished_by_resumed_turn=outcome.finished_by_resumed_turn,
+            images=list(outcome.images),
         )
 
     @activity.defn(name=names.call_tool)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import timedelta
 
 from pydantic import TypeAdapter
@@ -17,7 +17,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from .._errors import EngineError, UnknownInterruptError, UserError
-from ..session import EventRecord
+from ..session import EventRecord, ImageReference
 from ..stores import RuntimeStore
 from ._flow import AgentSessionFlow
 from ._models import ResolveInterruptInput, SessionInput, UserMessageInput
@@ -49,10 +49,12 @@ async def start_agent_session(
     session_id: str,
     *,
     initial_message: str | None = None,
+    initial_images: Sequence[ImageReference] | None = None,
 ) -> bool:
     """Start the session if it is new (update-with-start: idempotent), and send a message.
 
-    Returns what `send_user_message` returns, or True when no message was given.
+    `initial_images` go with `initial_message` (which may then be empty). Returns
+    what `send_user_message` returns, or True when no message was given.
     """
     operation = WithStartWorkflowOperation(
         flow.flow_type,
@@ -63,14 +65,16 @@ async def start_agent_session(
         result_type=type(None),
     )
     try:
-        if initial_message is None:
+        if initial_message is None and not initial_images:
             await client.execute_update_with_start_workflow(
                 "describe", start_workflow_operation=operation, result_type=int
             )
             return True
         return await client.execute_update_with_start_workflow(
             "send_user_message",
-            UserMessageInput(text=initial_message),
+            UserMessageInput(
+                text=initial_message or "", images=list(initial_images or ())
+            ),
             start_workflow_operation=operation,
             result_type=bool,
         )
@@ -79,13 +83,23 @@ async def start_agent_session(
 
 
 async def send_user_message(
-    client: Client, flow: AgentSessionFlow | None, session_id: str, text: str
+    client: Client,
+    flow: AgentSessionFlow | None,
+    session_id: str,
+    text: str,
+    images: Sequence[ImageReference] | None = None,
 ) -> bool:
-    """Send a user message to a running session; True once it is queued for a turn."""
+    """Send a user message to a running session; True once it is queued for a turn.
+
+    `images` are media store references sent after the text. False means the
+    message was not queued: it has images and the session's runner cannot send
+    images (for a Claude agent, its definition has no `media_store`).
+    """
     del flow  # the session's workflow knows its flow; kept for a uniform signature
+    message = UserMessageInput(text=text, images=list(images or ()))
     try:
         return await _handle(client, session_id).execute_update(
-            "send_user_message", UserMessageInput(text=text), result_type=bool
+            "send_user_message", message, result_type=bool
         )
     except WorkflowUpdateFailedError as err:
         raise _translate(err, session_id) from err
@@ -178,16 +192,29 @@ class SessionClient:
         self.store = store
 
     async def start(
-        self, session_id: str, *, initial_message: str | None = None
+        self,
+        session_id: str,
+        *,
+        initial_message: str | None = None,
+        initial_images: Sequence[ImageReference] | None = None,
     ) -> bool:
         """See `start_agent_session`."""
         return await start_agent_session(
-            self.client, self.flow, session_id, initial_message=initial_message
+            self.client,
+            self.flow,
+            session_id,
+            initial_message=initial_message,
+            initial_images=initial_images,
         )
 
-    async def send_user_message(self, session_id: str, text: str) -> bool:
+    async def send_user_message(
+        self,
+        session_id: str,
+        text: str,
+        images: Sequence[ImageReference] | None = None,
+    ) -> bool:
         """See `send_user_message`."""
-        return await send_user_message(self.client, self.flow, session_id, text)
+        return await send_user_message(self.client, self.flow, session_id, text, images)
 
     async def resolve_interrupt(
         self,

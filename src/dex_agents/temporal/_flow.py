@@ -6,7 +6,11 @@ import re
 from dataclasses import dataclass
 
 from .._errors import UserError
-from ..session import AgentFrameworkRunner, AgentSessionOptions
+from ..session import (
+    AgentFrameworkRunner,
+    AgentSessionOptions,
+    image_message_builder,
+)
 from ._workflow import ActivityNames, AgentSessionWorkflow, define_workflow_class
 
 _FLOW_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
@@ -57,7 +61,10 @@ def create_agent_session_flow(
         runner=runner,
         options=options,
         workflow_class=define_workflow_class(
-            flow_type, options, runner.build_user_message
+            flow_type,
+            options,
+            runner.build_user_message,
+            image_message_builder(runner),
         ),
         task_queue=task_queue or flow_type,
     )

@@ -11,6 +11,7 @@ from typing import Literal
 
 from ..session import (
     AgentEvent,
+    ImageReference,
     JsonObject,
     ModelCallMetadata,
     ToolCall,
@@ -113,6 +114,8 @@ class UserMessageInput:
     """Update argument of `send_user_message`."""
 
     text: str
+    images: list[ImageReference] = field(default_factory=lambda: [])
+    """Media store references sent after the text, in this order."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,6 +178,8 @@ class CallToolOutput:
     output: str
     is_error: bool = False
     finished_by_resumed_turn: bool = False
+    images: list[ImageReference] = field(default_factory=lambda: [])
+    """References of the result's images (the bytes stay in the media store)."""
 
 
 @dataclass(frozen=True, kw_only=True)

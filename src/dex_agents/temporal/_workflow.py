@@ -17,7 +17,7 @@ exactly where it was:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         AgentEvent,
         AgentEventType,
         AgentSessionOptions,
+        ImageReference,
         JsonObject,
         ToolRecord,
         turn_failure_note,
@@ -90,6 +91,11 @@ class AgentSessionWorkflow:
     options: ClassVar[AgentSessionOptions]
     names: ClassVar[ActivityNames]
     build_user_message: ClassVar[Callable[[str], JsonObject]]
+    build_user_message_with_images: ClassVar[
+        Callable[[str, Sequence[ImageReference]], JsonObject] | None
+    ]
+    supports_images: ClassVar[bool]
+    """Whether the runner has `build_user_message_with_images`, fixed at flow creation."""
 
     def _setup(self, input: SessionInput) -> None:
         info = workflow.info()
@@ -102,17 +108,34 @@ class AgentSessionWorkflow:
 
     @workflow.update
     async def send_user_message(self, input: UserMessageInput) -> bool:
-        """Queue a user message; the next turn (or the current one's successor) sends it."""
+        """Queue a user message; the next turn (or the current one's successor) sends it.
+
+        Returns False, and queues nothing, for a message with images when the
+        runner cannot send images.
+        """
+        cls = type(self)
+        if input.images and (
+            not cls.supports_images or cls.build_user_message_with_images is None
+        ):
+            return False
         if self._seen_update():
             return True  # a retry across continue-as-new: already queued
-        self.state.pending.append(type(self).build_user_message(input.text))
+        if input.images and cls.build_user_message_with_images is not None:
+            item = cls.build_user_message_with_images(input.text, list(input.images))
+        else:
+            item = cls.build_user_message(input.text)
+        self.state.pending.append(item)
         self.state.inbox += 1
         self.state.version += 1
         return True
 
     @send_user_message.validator
     def _validate_user_message(self, input: UserMessageInput) -> None:
-        if not isinstance(input.text, str) or not input.text.strip():  # pyright: ignore[reportUnnecessaryIsInstance]
+        # A message of images alone may have empty text; a validator does no I/O,
+        # so whether the runner takes images is decided in the handler.
+        if not isinstance(input.text, str) or (  # pyright: ignore[reportUnnecessaryIsInstance]
+            not input.text.strip() and not input.images
+        ):
             raise ApplicationError(
                 f"user message text must be a non-empty string, got {input.text!r}",
                 type=INVALID_MESSAGE,
@@ -400,6 +423,14 @@ class AgentSessionWorkflow:
         call = active.calls[active.call_index]
         step = call.policy.step
         attempts = opts.tool_attempts if step == "call_tool" else 1
+        if step == "call_tool" and call.step_attempts is not None:
+            # A tool source sets its own retry policy (a connector operation's).
+            attempts = call.step_attempts
+        limit = (
+            opts.tool_limit
+            if call.step_timeout_seconds is None
+            else timedelta(seconds=call.step_timeout_seconds)
+        )
         name = (
             type(self).names.call_tool
             if step == "call_tool"
@@ -417,7 +448,7 @@ class AgentSessionWorkflow:
                 ),
                 result_type=CallToolOutput,
                 activity_id=step_id,
-                start_to_close_timeout=opts.tool_limit,
+                start_to_close_timeout=limit,
                 heartbeat_timeout=opts.heartbeat_timeout,
                 retry_policy=RetryPolicy(
                     initial_interval=opts.retry_interval,
@@ -432,6 +463,7 @@ class AgentSessionWorkflow:
                 status="failed" if out.is_error else "finished",
                 output=out.output,
                 finished_by_resumed_turn=out.finished_by_resumed_turn,
+                images=tuple(out.images),
             )
         except ActivityError as err:
             record = ToolRecord(
@@ -531,6 +563,10 @@ def define_workflow_class(
     flow_type: str,
     options: AgentSessionOptions,
     build_user_message: Callable[[str], JsonObject],
+    build_user_message_with_images: Callable[
+        [str, Sequence[ImageReference]], JsonObject
+    ]
+    | None = None,
 ) -> type[AgentSessionWorkflow]:
     """A workflow class registered under `flow_type` (the workflow type name).
 
@@ -560,6 +596,12 @@ def define_workflow_class(
         "options": options,
         "names": ActivityNames.for_flow(flow_type),
         "build_user_message": staticmethod(build_user_message),
+        "build_user_message_with_images": (
+            None
+            if build_user_message_with_images is None
+            else staticmethod(build_user_message_with_images)
+        ),
+        "supports_images": build_user_message_with_images is not None,
         "__module__": __name__,
         "__qualname__": class_name,
     }

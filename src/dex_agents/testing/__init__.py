@@ -15,6 +15,7 @@ from ._ledger_flow import (
 )
 from ._mock_messages_api import MockMessagesApi, RecordedRequest
 from ._refusing_proxy import RefusingProxy
+from ._s3_server import S3TestServer
 from ._scripted_runner import ScriptedRunner, ScriptedTool
 from ._worker_process import WorkerProcess, WorkerProcessConfig
 
@@ -27,6 +28,7 @@ __all__ = [
     "MockMessagesApi",
     "RecordedRequest",
     "RefusingProxy",
+    "S3TestServer",
     "ScriptedRunner",
     "ScriptedTool",
     "WorkerProcess",
