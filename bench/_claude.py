@@ -13,6 +13,7 @@ can be split into what the adapter's CLI options cost and what Temporal costs.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -33,6 +34,7 @@ from claude_agent_sdk import (
     query,
     tool,
 )
+from temporalio.api.enums.v1 import EventType
 
 from dex_agents import ToolPolicy
 from dex_agents.claude import (
@@ -44,22 +46,19 @@ from dex_agents.session import (
     AgentEvent,
     RunModelContext,
     StoredMessage,
+    ToolCallsRequested,
     TurnCompleted,
 )
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing._hermetic import bundled_cli_path
 
-from ._rig import Rig
+from ._procs import count_cli_processes
+from ._rig import BenchError, Rig
 
 SAY = "dex-script: say hi"
 READ = 'dex-script: call lookup_order {"orderId": "7"}'
 WRITE = 'dex-script: call create_refund {"orderId": "7"}'
 SERVER = "tools"
-
-
-class BenchError(RuntimeError):
-    """A run did not do what it should; its time would measure something else."""
 
 
 @dataclass
@@ -120,6 +119,26 @@ class WriteTiming:
     """Claude Code processes alive while the session waited."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnPhases:
+    """Where a durable turn's time went, from the server's history timestamps (ms).
+
+    The server and this process share the machine's wall clock, so client
+    times and history event times can be subtracted.
+    """
+
+    to_segment: float
+    """Message sent → the `run_model` activity started (Update, workflow task)."""
+    segment: float
+    """The `run_model` activity: the CLI segment plus storing its messages."""
+    to_idle: float
+    """Activity completed → the `wait_for_idle` Update completed (workflow task, publish)."""
+    client_read: float
+    """Then: the Update's answer, the snapshot Query and the transcript read."""
+    runner: float
+    """Inside the activity: `ClaudeAgentRunner.run_model` alone."""
+
+
 class _NoTranscript:
     async def messages(self) -> list[StoredMessage]:
         return []
@@ -150,6 +169,27 @@ class ClaudeBench:
         )
         self.store = SQLiteRuntimeStore(rig.tmp / "claude-runtime.sqlite")
         self.sessions = SessionClient(rig.client, self.flow, self.store)
+        self.runner_seconds: dict[str, float] = {}
+        """Per session: how long its last `run_model` took inside the activity."""
+        self._time_runner()
+
+    def _time_runner(self) -> None:
+        """Time the flow's own runner inside its activity, to split a segment's time.
+
+        Only this bench's runner instance is wrapped; the activity calls it
+        exactly as it would call the runner itself.
+        """
+        runner = self.flow.runner
+        run_model = runner.run_model
+
+        async def timed(context: RunModelContext) -> TurnCompleted | ToolCallsRequested:
+            started = time.monotonic()
+            try:
+                return await run_model(context)
+            finally:
+                self.runner_seconds[context.session_id] = time.monotonic() - started
+
+        setattr(runner, "run_model", timed)  # noqa: B010 - an instance, not the class
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[ClaudeBench]:
@@ -173,7 +213,9 @@ class ClaudeBench:
             cwd=str(cwd),
         )
 
-    def _session_options(self, context: ClaudeAgentOptionsContext) -> ClaudeAgentOptions:
+    def _session_options(
+        self, context: ClaudeAgentOptionsContext
+    ) -> ClaudeAgentOptions:
         return self.app_options(self.workdir / context.flow_id)
 
     def plain_options(self, name: str) -> ClaudeAgentOptions:
@@ -191,9 +233,16 @@ class ClaudeBench:
         await self.sessions.start(session_id)
         return session_id
 
-    async def durable_turn(self, session_id: str, prompt: str) -> float:
-        """Send `prompt` and wait for the answer, as an application would."""
+    async def durable_turn(
+        self, session_id: str, prompt: str, phases: list[TurnPhases] | None = None
+    ) -> float:
+        """Send `prompt` and wait for the answer, as an application would.
+
+        With `phases`, the turn's history is read afterwards (untimed) and its
+        breakdown appended there.
+        """
         lookups = self.clock.lookups
+        started_wall = time.time()
         started = time.monotonic()
         await self.sessions.send_user_message(session_id, prompt)
         snapshot = await self.sessions.wait_for_idle(session_id)
@@ -202,7 +251,32 @@ class ClaudeBench:
         if turn.status != "completed" or not turn.final_text:
             raise BenchError(f"durable turn ended {turn.status}: {turn.error}")
         _check_answer(prompt, turn.final_text, self.clock.lookups - lookups)
+        if phases is not None:
+            phases.append(
+                await self._phases(session_id, started_wall, started_wall + elapsed)
+            )
         return elapsed
+
+    async def _phases(
+        self, session_id: str, started: float, ended: float
+    ) -> TurnPhases:
+        handle = self.rig.client.get_workflow_handle(session_id)
+        times: dict[int, float] = {}
+        async for event in handle.fetch_history_events():
+            # The last event of each type wins: this turn's, in a one-turn session.
+            times[event.event_type] = event.event_time.ToDatetime(
+                tzinfo=datetime.UTC
+            ).timestamp()
+        activity_started = times[EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
+        activity_done = times[EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
+        idle = times[EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED]
+        return TurnPhases(
+            to_segment=(activity_started - started) * 1000,
+            segment=(activity_done - activity_started) * 1000,
+            to_idle=(idle - activity_done) * 1000,
+            client_read=(ended - idle) * 1000,
+            runner=self.runner_seconds[session_id] * 1000,
+        )
 
     async def plain_turn(self, prompt: str) -> float:
         """The same turn through `query()`: from the call to the iterator's end."""
@@ -291,18 +365,3 @@ def _check_answer(prompt: str, answer: str, lookups: int) -> None:
         raise BenchError(f"the read did not run once inline: {answer!r}, {lookups}")
     if prompt == WRITE and "refunded" not in answer:
         raise BenchError(f"the write did not run: {answer!r}")
-
-
-def count_cli_processes() -> int:
-    """Live processes running the bundled Claude Code binary (Linux /proc)."""
-    cli = bundled_cli_path()
-    if cli is None:
-        return 0
-    target = cli.resolve()
-    count = 0
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError):
-                if (entry / "exe").resolve() == target:
-                    count += 1
-    return count

@@ -29,9 +29,8 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
 
 from . import _stats
-from ._claude import BenchError
 from ._report import Row
-from ._rig import Rig
+from ._rig import BenchError, Rig
 
 STAMP = "emitted_at"
 """The delta's data key holding `time.monotonic()` at emission."""

@@ -20,9 +20,8 @@ from dex_agents.temporal import SessionClient, create_worker, get_agent_snapshot
 from dex_agents.testing import LedgerFlowConfig, ledger_flow
 
 from . import _stats
-from ._claude import BenchError
 from ._report import Row
-from ._rig import Rig
+from ._rig import BenchError, Rig
 
 WINDOW = 10
 """Turns summarized per point: the median of 10 turns, not one noisy turn."""
@@ -92,9 +91,47 @@ async def history_per_turn(rig: Rig) -> tuple[list[Row], Any]:
                 before = after
                 if turn % 50 == 0:
                     rig.progress.log(f"4 long session: turn {turn}/{turns}")
+            waits = await _idle_waits(sessions, handle, session_id)
     finally:
         await store.close()
-    return _rows(costs, turns), [asdict(c) for c in costs]
+    rows = [*_rows(costs, turns), _wait_row(waits)]
+    return rows, {"turns": [asdict(c) for c in costs], "idle_waits": waits}
+
+
+async def _idle_waits(
+    sessions: SessionClient, handle: WorkflowHandle[Any, Any], session_id: str
+) -> list[tuple[int, int]]:
+    """History (bytes, events) that one `wait_for_idle` adds to an idle session.
+
+    It is an Update, and Temporal persists every accepted Update, so a client
+    that waits (or polls) grows the history even when no turn runs.
+    """
+    waits: list[tuple[int, int]] = []
+    before = await _history(handle)
+    for _ in range(WINDOW):
+        await sessions.wait_for_idle(session_id)
+        after = await _history(handle)
+        waits.append((after[1] - before[1], after[2] - before[2]))
+        before = after
+    return waits
+
+
+def _wait_row(waits: list[tuple[int, int]]) -> Row:
+    sizes = [float(size) for size, _ in waits]
+    events = _stats.median([float(n) for _, n in waits])
+    return Row(
+        key="4f",
+        figure="history added by one `wait_for_idle` on an idle session",
+        unit="B",
+        median=_stats.median(sizes),
+        p95=_stats.p95(sizes),
+        samples=len(sizes),
+        note=(
+            f"{events:.0f} events per call: the wait is an Update, which Temporal "
+            "persists, so waiting or polling grows history with no turn running; "
+            "4a–4d include the one `wait_for_idle` each turn makes"
+        ),
+    )
 
 
 def _window(costs: list[TurnCost], last: int) -> list[TurnCost]:
@@ -117,8 +154,16 @@ def _rows(costs: list[TurnCost], turns: int) -> list[Row]:
     middle = turns // 2
     points = [
         ("4a", f"turn 1 (turns 1–{WINDOW})", _window(costs, WINDOW)),
-        ("4b", f"turn {middle} (turns {middle - WINDOW + 1}–{middle})", _window(costs, middle)),
-        ("4c", f"turn {turns} (turns {turns - WINDOW + 1}–{turns})", _window(costs, turns)),
+        (
+            "4b",
+            f"turn {middle} (turns {middle - WINDOW + 1}–{middle})",
+            _window(costs, middle),
+        ),
+        (
+            "4c",
+            f"turn {turns} (turns {turns - WINDOW + 1}–{turns})",
+            _window(costs, turns),
+        ),
     ]
     first, last = points[0][2], points[-1][2]
     base_bytes = _stats.median(_bytes(first))
@@ -161,12 +206,15 @@ def _rows(costs: list[TurnCost], turns: int) -> list[Row]:
         )
     )
     wall_first, wall_last = _wall(first), _wall(last)
-    idle_last = _stats.median([c.turn_s for c in last]) * 1000
-    read_last = _stats.median([c.read_s for c in last]) * 1000
+
+    def ms(window: list[TurnCost], part: str) -> str:
+        return f"{_stats.median([getattr(c, part) for c in window]) * 1000:.0f}"
+
     skipped = [c.turn for c in costs if c.history_bytes is None]
     note = (
-        f"send → idle {idle_last:.1f} ms + snapshot with transcript "
-        f"{read_last:.1f} ms at turn {turns} (medians); scripted runner, no model"
+        f"turn 1 → turn {turns} (medians): send → idle {ms(first, 'turn_s')} → "
+        f"{ms(last, 'turn_s')} ms, then snapshot with transcript "
+        f"{ms(first, 'read_s')} → {ms(last, 'read_s')} ms; scripted runner, no model"
     )
     if skipped:
         note += f"; continued as new during turns {skipped} (left out of 4a–4d)"

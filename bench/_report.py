@@ -44,9 +44,14 @@ class Report:
     machine: Machine
     started_at: str
     seconds: float = 0.0
+    load: tuple[float, float] = (0.0, 0.0)
+    """1-minute load average at the start and at the end: other work skews timings."""
     rows: list[Row] = field(default_factory=lambda: [])
     errors: list[str] = field(default_factory=lambda: [])
     """Figures that could not be measured; any makes the run exit non-zero."""
+    warnings: list[str] = field(default_factory=lambda: [])
+    """Doubts about the numbers that do not stop them (a request left the script)."""
+    directory: Path = RESULTS_DIR
     details: dict[str, Any] = field(default_factory=lambda: {})
     """Raw samples and breakdowns, kept in the JSON only."""
 
@@ -55,7 +60,8 @@ class Report:
         lines = [
             f"## dex-agents bench ({self.started_at}, {self.seconds:.0f} s)",
             "",
-            f"Machine: {self.machine.describe()}",
+            f"Machine: {self.machine.describe()}; 1-minute load average "
+            f"{self.load[0]:.2f} at the start, {self.load[1]:.2f} at the end",
             "",
             "| figure | median | p95 | target | baseline (same run) | ratio |",
             "| --- | ---: | ---: | --- | --- | ---: |",
@@ -76,20 +82,24 @@ class Report:
             )
         notes = [f"- {row.key}: {row.note}" for row in self.rows if row.note]
         notes += [f"- NOT MEASURED: {error}" for error in self.errors]
+        notes += [f"- WARNING: {warning}" for warning in self.warnings]
         if notes:
             lines += ["", *notes]
         return "\n".join(lines) + "\n"
 
-    def write(self, directory: Path = RESULTS_DIR) -> None:
+    def write(self) -> None:
         """Write `latest.md` and `latest.json`, the files worth committing."""
+        directory = self.directory
         directory.mkdir(parents=True, exist_ok=True)
         (directory / "latest.md").write_text(self.markdown())
         data = {
             "machine": asdict(self.machine),
             "started_at": self.started_at,
             "seconds": round(self.seconds, 1),
+            "load_average": self.load,
             "rows": [asdict(row) for row in self.rows],
             "errors": self.errors,
+            "warnings": self.warnings,
             "details": self.details,
         }
         (directory / "latest.json").write_text(json.dumps(data, indent=2) + "\n")

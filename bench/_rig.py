@@ -24,6 +24,10 @@ from dex_agents.testing._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 
+class BenchError(RuntimeError):
+    """A run did not do what it should; its time would measure something else."""
+
+
 class Progress:
     """Progress lines on stderr, so stdout carries only the table."""
 
@@ -65,7 +69,9 @@ class Rig:
             f"the scripted API could not serve {r.method} {r.path}"
             for r in self.api.unserved
         ]
-        problems += [f"something tried to leave the machine: {a}" for a in self.proxy.attempts]
+        problems += [
+            f"something tried to leave the machine: {a}" for a in self.proxy.attempts
+        ]
         return problems
 
 

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import Any
 
 from . import _stats
-from ._claude import READ, SAY, ClaudeBench, WriteTiming
+from ._claude import READ, SAY, ClaudeBench, TurnPhases, WriteTiming
 from ._report import Row
 from ._rig import Rig
 
@@ -75,8 +75,10 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
     await bench.durable_turn(await bench.new_session("warm"), SAY)
     await bench.plain_turn(SAY)
 
+    phases: list[TurnPhases] = []
+
     async def durable() -> float:
-        return await bench.durable_turn(await bench.new_session("one"), SAY)
+        return await bench.durable_turn(await bench.new_session("one"), SAY, phases)
 
     times = await _alternate(
         rig,
@@ -91,6 +93,10 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
     durable_s, adapter_s, plain_s = times["durable"], times["adapter"], times["plain"]
     gap_ms = (_stats.median(durable_s) - _stats.median(plain_s)) * 1000
     adapter_ms = (_stats.median(adapter_s) - _stats.median(plain_s)) * 1000
+    split = {
+        name: _stats.median([getattr(p, name) for p in phases])
+        for name in ("to_segment", "segment", "runner", "to_idle", "client_read")
+    }
     rows = [
         _ratio_row(
             "1",
@@ -99,9 +105,12 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
             plain_s,
             target=1.10,
             note=(
-                f"durable − plain = {gap_ms:+.0f} ms: the adapter's segment (1b) "
-                f"accounts for {adapter_ms:+.0f} ms, Temporal and the client for "
-                f"{gap_ms - adapter_ms:+.0f} ms"
+                f"durable − plain = {gap_ms:+.0f} ms, of which the adapter's segment "
+                f"(1b) {adapter_ms:+.0f} ms; from the turns' history (medians): "
+                f"send → segment started {split['to_segment']:.0f} ms, segment "
+                f"activity {split['segment']:.0f} ms (of which the runner "
+                f"{split['runner']:.0f} ms), segment done → idle "
+                f"{split['to_idle']:.0f} ms, client reads {split['client_read']:.0f} ms"
             ),
         ),
         _ratio_row(
@@ -111,7 +120,7 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
             plain_s,
         ),
     ]
-    return rows, times
+    return rows, {**times, "phases_ms": [asdict(p) for p in phases]}
 
 
 async def tool_turns(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
@@ -125,7 +134,11 @@ async def tool_turns(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
         rig,
         "2 read-tool turn",
         runs,
-        {"durable": durable_read, "plain": lambda: bench.plain_turn(READ)},
+        {
+            "durable": durable_read,
+            "adapter": lambda: bench.adapter_turn(READ),
+            "plain": lambda: bench.plain_turn(READ),
+        },
     )
     writes: list[WriteTiming] = []
 
@@ -152,6 +165,12 @@ async def tool_turns(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
         ),
         _ratio_row(
             "2b",
+            "same read turn, adapter only (no engine)",
+            reads["adapter"],
+            reads["plain"],
+        ),
+        _ratio_row(
+            "2c",
             "turn with an approved write (defer, resolve, resume), durable",
             write_times["durable"],
             write_times["plain"],
@@ -202,7 +221,9 @@ async def concurrent_turns(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
 
     async def plain_round() -> float:
         started = time.monotonic()
-        turns = await asyncio.gather(*(bench.plain_turn(SAY) for _ in range(CONCURRENCY)))
+        turns = await asyncio.gather(
+            *(bench.plain_turn(SAY) for _ in range(CONCURRENCY))
+        )
         return _record("plain", started, turns)
 
     def _record(side: str, started: float, turns: list[float]) -> float:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, TypeAlias
 
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool
 
-from ..session import RunModelContext, ToolPolicy
+from ..session import (
+    RunModelContext,
+    ToolPolicy,
+    ToolSource,
+    check_tool_source_names,
+)
 from ..stores import MediaStore
-from ._tools import check_custom_tools
+from ._tools import CLAUDE_CODE_TOOL_NAMES, check_custom_tools
 
 DEFAULT_CUSTOM_TOOL_SERVER_NAME = "tools"
 """Name of the in-process MCP server that serves the custom tools."""
@@ -66,8 +72,10 @@ class ClaudeAgentDefinition:
 
     Raises:
         TypeError: A custom tool's name collides with a Claude Code tool, starts
-            with `mcp__`, or repeats another custom tool, or the server name is
-            not a plain identifier.
+            with `mcp__`, or repeats another custom tool, the server name is
+            not a plain identifier, two tool sources share a name, or a source
+            declares a tool name that is a custom, Claude Code or other source's
+            tool.
     """
 
     options: ClaudeAgentOptions | ClaudeAgentOptionsFactory
@@ -84,6 +92,12 @@ class ClaudeAgentDefinition:
     """The model sees custom tools as `mcp__<custom_tool_server_name>__<name>`."""
     claude_code_tool_permission: ClaudeCodeToolPermission | None = None
     """Per-call decision for tools that run inside the CLI; see the type."""
+    tool_sources: Sequence[ToolSource] = ()
+    """Providers whose tools are listed in each RunModel attempt and served after
+    the custom tools; every call of one defers to its tool Step."""
+    tool_source_listing_timeout: timedelta = timedelta(seconds=10)
+    """How long a source's listing may take; a slower or failing source offers
+    no tools in that attempt."""
     media_store: MediaStore | None = None
     """The store clients upload images to; with it the session accepts images.
 
@@ -99,3 +113,10 @@ class ClaudeAgentDefinition:
                 "letters, digits, `_` or `-`, because it becomes part of tool names"
             )
         check_custom_tools(self.custom_tools)
+        check_tool_source_names(
+            self.tool_sources,
+            reserved=[
+                *CLAUDE_CODE_TOOL_NAMES,
+                *(tool.name for tool in self.custom_tools),
+            ],
+        )

@@ -47,10 +47,17 @@ from ..session import (
     ToolPolicy,
     ToolRecord,
     resolve_policy,
+    source_call_policy,
 )
 from ._app_hooks import AppHookOutcome, matchers_timeout, run_app_hooks
 from ._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
 from ._gate import Decision, ToolCallGate
+from ._sources import (
+    SOURCE_CALL_KIND,
+    source_one_reply_text,
+    step_fields,
+    vanished_text,
+)
 from ._tools import CustomTool
 
 CallKind = Literal["custom", "cli"]
@@ -253,6 +260,10 @@ class ToolPermissions:
             if custom is None:
                 self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
                 return _deny(f"{tool_name} did not run: this agent has no such tool.")
+            if custom.source is not None:
+                return await self._decide_source(
+                    call_id, tool_name, custom, final_input, data, outcome
+                )
             policy = custom.policy(self._policies, self._default_effect)
             display = custom.name
             deferrable = policy.effect != "read" or policy.needs_approval
@@ -332,6 +343,74 @@ class ToolPermissions:
         if not self._gate.defer(call_id, decision, call):
             self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
             return _output("deny", one_reply_text(display), outcome=outcome)
+        return _output("defer", "", outcome=outcome)
+
+    async def _decide_source(
+        self,
+        call_id: str,
+        tool_name: str,
+        tool: CustomTool,
+        final_input: dict[str, Any],
+        data: Mapping[str, Any],
+        outcome: AppHookOutcome,
+    ) -> HookJSONOutput:
+        """Defer a source tool call, built by its source from the final input.
+
+        Every source call defers, reads included: the source needs its tool
+        Step. A call the source refuses, or of a tool it no longer lists, is
+        denied here and never reaches a tool Step.
+        """
+        source = tool.source
+        assert source is not None
+        if tool.replay_only:
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _output("deny", vanished_text(tool.name), outcome=outcome)
+        if data.get("agent_id"):
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _output("deny", subagent_text(tool.name), outcome=outcome)
+        if self._gate.deferral is not None:
+            # Checked before the source builds the call: a later call of the
+            # reply must wait for the earlier one's result anyway.
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _output("deny", source_one_reply_text(tool.name), outcome=outcome)
+        try:
+            built = await source.build_call(tool.name, final_input)
+        except Exception as e:
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _output(
+                "deny",
+                f"{tool.name} did not run: {e or type(e).__name__}",
+                outcome=outcome,
+            )
+        policy = source_call_policy(built, self._policies.get(tool.name))
+        asks = outcome.decision == "ask"
+        call = ToolCall(
+            tool_call_id=call_id,
+            tool_name=tool.name,
+            arguments=dict(built.arguments),
+            policy=ToolPolicy(
+                effect=policy.effect,
+                requires_approval=policy.requires_approval or asks,
+            ),
+            reason=(outcome.reason if asks and outcome.reason else built.reason)
+            or _reason(tool.name, policy, outcome),
+            metadata={
+                "kind": SOURCE_CALL_KIND,
+                "claude_tool_name": tool_name,
+                "source_name": source.source_name,
+                "source": built.metadata,
+            },
+            **step_fields(source, tool.name),  # pyright: ignore[reportArgumentType]
+        )
+        decision = Decision(
+            kind="defer",
+            tool_name=tool_name,
+            custom_name=tool.name,
+            arguments=dict(built.arguments),
+        )
+        if not self._gate.defer(call_id, decision, call):
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+            return _output("deny", source_one_reply_text(tool.name), outcome=outcome)
         return _output("defer", "", outcome=outcome)
 
 

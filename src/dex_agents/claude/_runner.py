@@ -18,6 +18,7 @@ from ..session import (
     ToolCallsRequested,
     ToolOutcome,
     ToolPolicy,
+    ToolStepOptions,
     TurnCompleted,
     reset_current_deferred_tool_execution,
     resolve_policy,
@@ -26,6 +27,7 @@ from ..session import (
 from ._definition import ClaudeAgentDefinition, ClaudeAgentOptionsContext
 from ._options import check_options
 from ._segment import Segment, SegmentSetup
+from ._sources import SOURCE_CALL_KIND, execute_source_call, segment_tools
 from ._tools import CustomTool, result_content, result_is_error, result_text
 from ._transcript import USER_PROMPT_ITEM_KIND
 
@@ -98,16 +100,21 @@ class ClaudeAgentRunner:
         options = self.options_for(context)
         policies = {**self.definition.tool_policies, **context.tool_policies}
         server_name = self.definition.custom_tool_server_name
+        tools = await segment_tools(
+            context=context,
+            custom=self._tools,
+            sources=self.definition.tool_sources,
+            timeout=self.definition.tool_source_listing_timeout,
+        )
 
         def must_defer(name: str) -> bool:
             prefix = f"mcp__{server_name}__"
             if name in (f"mcp__{server_name}", f"{prefix}*"):
                 return any(
-                    self._defers(tool, policies, context)
-                    for tool in self._tools.values()
+                    self._defers(tool, policies, context) for tool in tools.values()
                 )
             if name.startswith(prefix):
-                tool = self._tools.get(name.removeprefix(prefix))
+                tool = tools.get(name.removeprefix(prefix))
                 return tool is not None and self._defers(tool, policies, context)
             return resolve_policy(
                 name, policies, context.default_tool_effect
@@ -116,7 +123,7 @@ class ClaudeAgentRunner:
         check_options(options, server_name=server_name, must_defer=must_defer)
         setup = SegmentSetup(
             options=options,
-            tools=self._tools,
+            tools=tools,
             server_name=server_name,
             policies=policies,
             permission=self.definition.claude_code_tool_permission,
@@ -158,6 +165,10 @@ class ClaudeAgentRunner:
         if call.metadata.get("kind") == "cli":
             return ToolOutcome(
                 output=APPROVED_CLI_TOOL_OUTPUT, finished_by_resumed_turn=True
+            )
+        if call.metadata.get("kind") == SOURCE_CALL_KIND:
+            return await execute_source_call(
+                self.definition.tool_sources, call, execution
             )
         tool = self._tools.get(call.tool_name)
         if tool is None:
@@ -204,9 +215,19 @@ class ClaudeAgentRunner:
                 parts.append(f"[{block.get('type', 'unknown')} content omitted]")
         return ToolOutcome(output="\n".join(parts), images=tuple(images))
 
+    def tool_call_step_options(self, call: ToolCall) -> ToolStepOptions:
+        """The tool Step options of a source call: its source's; otherwise the session's."""
+        name = call.metadata.get("source_name")
+        for source in self.definition.tool_sources:
+            if source.source_name == name:
+                return source.tool_call_step_options(call.tool_name)
+        return ToolStepOptions()
+
     @staticmethod
     def _defers(
         tool: CustomTool, policies: dict[str, ToolPolicy], context: RunModelContext
     ) -> bool:
+        if tool.source is not None:
+            return True  # Every source call runs in its tool Step.
         policy = tool.policy(policies, context.default_tool_effect)
         return policy.effect != "read" or policy.needs_approval

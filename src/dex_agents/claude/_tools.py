@@ -30,7 +30,7 @@ from claude_agent_sdk import (
     _convert_tool_content as _sdk_tool_content,
 )
 
-from ..session import ToolEffect, ToolPolicy
+from ..session import SourceTool, ToolEffect, ToolPolicy, ToolSource
 
 CLAUDE_CODE_TOOL_NAMES: frozenset[str] = frozenset(
     {
@@ -132,6 +132,40 @@ class CustomTool:
     hints: Mapping[str, Any]
     """MCP annotations in their wire spelling (`readOnlyHint`, ...)."""
     wire: mcp.types.Tool
+    source: ToolSource | None = None
+    """The tool source that offers it; None for the application's own tool."""
+    replay_only: bool = False
+    """A source tool served only so a resumed call gets its record: its source no
+    longer lists it, so a new call of it is denied."""
+
+    @classmethod
+    def from_source(
+        cls, source: ToolSource, tool: SourceTool, *, replay_only: bool = False
+    ) -> CustomTool:
+        """Serve a source's tool, without MCP annotations.
+
+        Without `readOnlyHint` the CLI runs served tools one at a time in the
+        model's order, so a source's writes of one reply stay ordered.
+        """
+
+        async def never_inline(_args: dict[str, Any]) -> dict[str, Any]:
+            # A source call always defers: the hook never allows one inline.
+            raise RuntimeError(f"{tool.name} runs only in its tool step")
+
+        schema: dict[str, Any] = dict(tool.input_schema)
+        wire = mcp.types.Tool.model_validate(
+            {"name": tool.name, "description": tool.description, "inputSchema": schema}
+        )
+        return cls(
+            name=tool.name,
+            description=tool.description,
+            input_schema=schema,
+            handler=never_inline,
+            hints={},
+            wire=wire,
+            source=source,
+            replay_only=replay_only,
+        )
 
     @classmethod
     def from_sdk(cls, tool: SdkMcpTool[Any]) -> CustomTool:

@@ -24,6 +24,18 @@ from ._records import (
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,
 )
+from ._runner import (
+    AgentFrameworkRunner,
+    ImageMessageBuilder,
+    ResumeState,
+    RunModelContext,
+    RunModelResult,
+    ToolCallsRequested,
+    TranscriptReader,
+    TurnCompleted,
+    image_message_builder,
+    turn_failure_note,
+)
 from ._tool_sources import (
     SourceCall,
     SourceCallRefused,
@@ -36,18 +48,6 @@ from ._tool_sources import (
     ToolStepOptions,
     check_tool_source_names,
     source_call_policy,
-)
-from ._runner import (
-    AgentFrameworkRunner,
-    ImageMessageBuilder,
-    ResumeState,
-    RunModelContext,
-    RunModelResult,
-    ToolCallsRequested,
-    TranscriptReader,
-    TurnCompleted,
-    image_message_builder,
-    turn_failure_note,
 )
 from ._usage import ModelCallMetadata, Usage
 

@@ -198,7 +198,9 @@ def check_tool_source_names(
             owners[tool] = name
 
 
-def source_call_policy(call: SourceCall, session_policy: ToolPolicy | None) -> ToolPolicy:
+def source_call_policy(
+    call: SourceCall, session_policy: ToolPolicy | None
+) -> ToolPolicy:
     """The policy a source call runs under: the source's effect, maybe other approval.
 
     A session policy for a source tool changes only whether the call waits for

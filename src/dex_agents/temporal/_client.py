@@ -79,7 +79,10 @@ async def start_agent_session(
             result_type=bool,
         )
     except WorkflowUpdateFailedError as err:
-        raise _translate(err, session_id) from err
+        translated = _translate(err, session_id)
+        if translated is err:
+            raise
+        raise translated from err
 
 
 async def send_user_message(
@@ -102,7 +105,10 @@ async def send_user_message(
             "send_user_message", message, result_type=bool
         )
     except WorkflowUpdateFailedError as err:
-        raise _translate(err, session_id) from err
+        translated = _translate(err, session_id)
+        if translated is err:
+            raise
+        raise translated from err
 
 
 async def resolve_interrupt(
@@ -133,7 +139,10 @@ async def resolve_interrupt(
             result_type=bool,
         )
     except WorkflowUpdateFailedError as err:
-        raise _translate(err, session_id, interrupt_id) from err
+        translated = _translate(err, session_id, interrupt_id)
+        if translated is err:
+            raise
+        raise translated from err
 
 
 async def get_agent_snapshot(

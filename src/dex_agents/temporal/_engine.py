@@ -682,6 +682,13 @@ class EmbeddedEngine:
             str(port),
             "--log-level",
             "error",
+            # WAL and NORMAL sync: a crash of any process loses nothing; only a power
+            # loss may drop the last commits. Default sync costs an fsync per write
+            # (measured 4.2 ms here), which made every turn ~30 ms slower.
+            "--sqlite-pragma",
+            "journal_mode=wal",
+            "--sqlite-pragma",
+            "synchronous=normal",
             # The user's `temporal` profile (address, TLS) must not leak in.
             "--disable-config-file",
             "--disable-config-env",

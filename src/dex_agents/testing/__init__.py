@@ -5,6 +5,11 @@ from ._fake_claude_cli import (
     FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
     fake_claude_cli_path,
 )
+from ._fake_ledger_connector import (
+    FAKE_LEDGER_MANIFEST,
+    fake_ledger_connector_tools,
+    fake_ledger_operations,
+)
 from ._hermetic import bundled_cli_path, hermetic_cli_env
 from ._ledger import Ledger
 from ._ledger_flow import (
@@ -22,6 +27,7 @@ from ._worker_process import WorkerProcess, WorkerProcessConfig
 __all__ = [
     "FAKE_CLAUDE_GATE_DIR_ENV",
     "FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV",
+    "FAKE_LEDGER_MANIFEST",
     "LEDGER_TOOL_POLICIES",
     "Ledger",
     "LedgerFlowConfig",
@@ -35,6 +41,8 @@ __all__ = [
     "WorkerProcessConfig",
     "bundled_cli_path",
     "fake_claude_cli_path",
+    "fake_ledger_connector_tools",
+    "fake_ledger_operations",
     "hermetic_cli_env",
     "ledger_flow",
     "ledger_tools",

@@ -1,0 +1,5 @@
+"""`python -m bench` (what `make bench` runs)."""
+
+from ._main import main
+
+raise SystemExit(main())

@@ -1,0 +1,86 @@
+"""A Claude agent on the fake CLI whose tools come from the fake ledger connector."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import ClaudeAgentOptions, HookMatcher
+
+from dex_agents import AgentSessionOptions, ToolPolicy
+from dex_agents.claude import (
+    ClaudeAgentDefinition,
+    ClaudeAgentOptionsContext,
+    create_claude_agent_session_flow,
+)
+from dex_agents.connectors import ConnectorToolSource
+from dex_agents.session import ToolSource
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.testing import Ledger, fake_claude_cli_path, fake_ledger_connector_tools
+
+
+@dataclass(kw_only=True)
+class ConnectorRig:
+    """One test's session client and the provider's ledger."""
+
+    sessions: SessionClient
+    ledger: Ledger
+
+
+@asynccontextmanager
+async def connector_agent(
+    client: Any,
+    flow_type: str,
+    tmp_path: Path,
+    *,
+    sources: Sequence[ToolSource] | None = None,
+    tool_policies: dict[str, ToolPolicy] | None = None,
+    hooks: list[HookMatcher] | None = None,
+    allowed_tools: list[str] | None = None,
+) -> AsyncIterator[ConnectorRig]:
+    """Serve the agent from a worker in the test process."""
+    ledger_path = str(tmp_path / "ledger.jsonl")
+    if sources is None:
+        sources = [ConnectorToolSource(fake_ledger_connector_tools(ledger_path))]
+    cli_path = fake_claude_cli_path()
+
+    def options(context: ClaudeAgentOptionsContext) -> ClaudeAgentOptions:
+        cwd = tmp_path / "sessions" / context.flow_id
+        cwd.mkdir(parents=True, exist_ok=True)
+        return ClaudeAgentOptions(
+            cli_path=cli_path,
+            cwd=str(cwd.resolve()),
+            tools=["Bash"],
+            setting_sources=[],
+            env={},
+            hooks={"PreToolUse": list(hooks)} if hooks else None,
+            allowed_tools=list(allowed_tools or []),
+        )
+
+    flow = create_claude_agent_session_flow(
+        ClaudeAgentDefinition(
+            options=options,
+            tool_sources=list(sources),
+            tool_policies=dict(tool_policies or {}),
+            tool_source_listing_timeout=timedelta(seconds=2),
+        ),
+        flow_type,
+        AgentSessionOptions(
+            heartbeat_timeout=timedelta(seconds=2),
+            retry_interval=timedelta(seconds=0.2),
+            run_model_attempts=1,
+        ),
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    try:
+        async with create_worker(client, [flow], store=store):
+            yield ConnectorRig(
+                sessions=SessionClient(client, flow, store), ledger=Ledger(ledger_path)
+            )
+    finally:
+        await store.close()
