@@ -153,3 +153,15 @@ def test_compaction_is_refused_by_a_runner_that_cannot_compact() -> None:
         create_agent_session_flow(
             ScriptedRunner(), "NoCompaction", AgentSessionOptions(compaction=object())
         )
+
+
+async def test_long_answers_are_clipped_in_the_summary_and_whole_in_messages(
+    harness: Harness,
+) -> None:
+    sid = harness.session_id()
+    long = "x" * 3000
+    await harness.sessions.start(sid, initial_message=f"say {long}")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert len(snap.turns[0].final_text) == 1000
+    assert snap.turns[0].final_text.endswith("…")
+    assert snap.messages[-1].text == f"said: {long}"

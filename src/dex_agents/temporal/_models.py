@@ -51,6 +51,7 @@ class TurnSummary:
     status: TurnStatus
     prompts: list[str] = field(default_factory=lambda: [])
     final_text: str = ""
+    """The answer, clipped to 1,000 characters; the snapshot's `messages` hold it whole."""
     tool_calls: list[ToolRecord] = field(default_factory=lambda: [])
     usage: Usage = field(default_factory=Usage)
     error: str | None = None

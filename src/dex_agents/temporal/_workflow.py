@@ -18,7 +18,7 @@ exactly where it was:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar
 
@@ -308,7 +308,7 @@ class AgentSessionWorkflow:
             self.state.transcript_head = out.segment_id
             del self.state.pending[: active.pending_count]
             summary.status = "completed"
-            summary.final_text = out.final_text
+            summary.final_text = _clip(out.final_text)
             self.state.active = None
             self._emit("turn_completed", {"turn_id": active.turn_id})
             await self._publish()
@@ -490,7 +490,12 @@ class AgentSessionWorkflow:
     def _record(self, active: ActiveTurn, record: ToolRecord) -> None:
         active.records.append(record)
         active.turn_records.append(record)
-        self._summary(active.turn_id).tool_calls.append(record)
+        # The summary keeps a clipped copy: workflow state is carried through
+        # continue-as-new (2 MB payload limit); the full text is in the transcript.
+        clipped = (
+            replace(record, output=_clip(record.output)) if record.output else record
+        )
+        self._summary(active.turn_id).tool_calls.append(clipped)
         active.call_index += 1
         active.interrupt_id = None
         active.phase = "tool"
@@ -546,6 +551,17 @@ class AgentSessionWorkflow:
         # In-flight Updates must finish first, or their callers would see them lost.
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(SessionInput(state=self.state))
+
+
+SUMMARY_TEXT_LIMIT = 1000
+"""Characters of a turn's answer or tool output kept in its summary (state, snapshot)."""
+
+
+def _clip(text: str | None) -> str:
+    text = text or ""
+    if len(text) <= SUMMARY_TEXT_LIMIT:
+        return text
+    return text[: SUMMARY_TEXT_LIMIT - 1] + "…"
 
 
 def _failure_text(err: ActivityError) -> str:
