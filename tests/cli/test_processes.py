@@ -10,10 +10,10 @@ from pathlib import Path
 
 from cli_harness import Term, agent_env, flow_config, invoke, spawn
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
+from dex_agents.temporal._converter import data_converter as pydantic_data_converter
 from dex_agents.testing import Ledger, ledger_flow
 
 RUN = uuid.uuid4().hex[:6]

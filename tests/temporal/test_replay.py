@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from session_harness import make_config
 from temporalio.client import Client, WorkflowHistory
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal._converter import data_converter as pydantic_data_converter
 from dex_agents.testing import ledger_flow
 
 HISTORIES = Path(__file__).parent.parent / "histories"

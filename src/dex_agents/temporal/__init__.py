@@ -8,6 +8,7 @@ from ._client import (
     start_agent_session,
     wait_for_idle,
 )
+from ._converter import data_converter
 from ._engine import (
     EmbeddedEngine,
     Engine,
@@ -38,6 +39,7 @@ __all__ = [
     "connect",
     "create_agent_session_flow",
     "create_worker",
+    "data_converter",
     "find_temporal_binary",
     "get_agent_snapshot",
     "open_engine",

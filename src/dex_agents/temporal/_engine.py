@@ -31,7 +31,7 @@ The start-or-reuse decision is made under an exclusive lock on
 **External.** `ExternalEngine` wraps an `EngineConfig` (address, namespace, TLS,
 API key) and only connects.
 
-Every client carries `pydantic_data_converter`, which the session records need.
+Every client carries the shared-cache pydantic converter (`_converter.py`), which the session records need.
 """
 
 from __future__ import annotations
@@ -59,9 +59,10 @@ from typing import Any, Protocol, Self
 import temporalio.service
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
-from temporalio.contrib.pydantic import pydantic_data_converter
 
 from dex_agents._errors import EngineError, UserError
+
+from ._converter import data_converter as pydantic_data_converter
 
 __all__ = [
     "Engine",

@@ -108,10 +108,10 @@ class WorkerProcess:
 
 async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     from temporalio.client import Client
-    from temporalio.contrib.pydantic import pydantic_data_converter
 
     from ..stores import SQLiteRuntimeStore
     from ..temporal import create_worker
+    from ..temporal._converter import data_converter as pydantic_data_converter
     from ._ledger_flow import ledger_flow
 
     if config.flow is not None:
