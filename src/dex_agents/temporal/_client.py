@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+import contextlib
+from collections.abc import AsyncIterator, Iterator, Sequence
 from datetime import timedelta
 
 from pydantic import TypeAdapter
@@ -31,16 +32,22 @@ def _handle(client: Client, session_id: str) -> WorkflowHandle[object, None]:
     return client.get_workflow_handle(session_id)
 
 
-def _translate(
-    err: WorkflowUpdateFailedError, session_id: str, interrupt_id: str = ""
-) -> Exception:
-    cause = err.cause
-    if isinstance(cause, ApplicationError):
-        if cause.type == UNKNOWN_INTERRUPT:
-            return UnknownInterruptError(session_id, interrupt_id)
-        if cause.type == INVALID_MESSAGE:
-            return UserError(cause.message)
-    return err
+@contextlib.contextmanager
+def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
+    """Turn the workflow's typed Update rejections into this library's errors.
+
+    Any other failure propagates unchanged, with its original cause.
+    """
+    try:
+        yield
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if isinstance(cause, ApplicationError):
+            if cause.type == UNKNOWN_INTERRUPT:
+                raise UnknownInterruptError(session_id, interrupt_id) from err
+            if cause.type == INVALID_MESSAGE:
+                raise UserError(cause.message) from err
+        raise
 
 
 async def start_agent_session(
@@ -64,7 +71,7 @@ async def start_agent_session(
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         result_type=type(None),
     )
-    try:
+    with _update_errors(session_id):
         if initial_message is None and not initial_images:
             await client.execute_update_with_start_workflow(
                 "describe", start_workflow_operation=operation, result_type=int
@@ -78,11 +85,6 @@ async def start_agent_session(
             start_workflow_operation=operation,
             result_type=bool,
         )
-    except WorkflowUpdateFailedError as err:
-        translated = _translate(err, session_id)
-        if translated is err:
-            raise
-        raise translated from err
 
 
 async def send_user_message(
@@ -100,15 +102,10 @@ async def send_user_message(
     """
     del flow  # the session's workflow knows its flow; kept for a uniform signature
     message = UserMessageInput(text=text, images=list(images or ()))
-    try:
+    with _update_errors(session_id):
         return await _handle(client, session_id).execute_update(
             "send_user_message", message, result_type=bool
         )
-    except WorkflowUpdateFailedError as err:
-        translated = _translate(err, session_id)
-        if translated is err:
-            raise
-        raise translated from err
 
 
 async def resolve_interrupt(
@@ -128,7 +125,7 @@ async def resolve_interrupt(
         UnknownInterruptError: the session never created `interrupt_id`.
     """
     del flow
-    try:
+    with _update_errors(session_id, interrupt_id):
         return await _handle(client, session_id).execute_update(
             "resolve_interrupt",
             ResolveInterruptInput(
@@ -138,11 +135,6 @@ async def resolve_interrupt(
             ),
             result_type=bool,
         )
-    except WorkflowUpdateFailedError as err:
-        translated = _translate(err, session_id, interrupt_id)
-        if translated is err:
-            raise
-        raise translated from err
 
 
 async def get_agent_snapshot(

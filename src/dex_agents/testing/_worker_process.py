@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Self
@@ -77,8 +78,6 @@ class WorkerProcess:
                 raise RuntimeError(
                     f"worker exited with {self.process.returncode}; see {log.name}"
                 )
-            import time
-
             time.sleep(0.05)
         raise TimeoutError("the worker did not start within 30 s")
 
