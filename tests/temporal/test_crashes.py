@@ -156,6 +156,36 @@ async def test_kill_during_idempotent_write_retries_with_the_same_key(
     assert rig.ledger.count("send_email") == 1
 
 
+async def test_a_heartbeat_checkpoint_reaches_the_attempt_after_a_kill(
+    rig: CrashRig,
+) -> None:
+    sid = "crash-checkpoint"
+    await rig.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "gate": "mail"}'
+    )
+    await rig.reached("mail")
+    # Checkpoints travel with throttled heartbeats: kill only once the server has it.
+    handle = rig.client.get_workflow_handle(sid)
+    async with asyncio.timeout(30):
+        while True:
+            pending = (await handle.describe()).raw_description.pending_activities
+            details = [
+                await rig.client.data_converter.decode(p.heartbeat_details.payloads)
+                for p in pending
+                if p.heartbeat_details.payloads
+            ]
+            if [{"reached_attempt": 1}] in details:
+                break
+            await asyncio.sleep(0.05)
+    rig.worker.kill()
+    rig.worker.start()
+    snap = await rig.sessions.wait_for_idle(sid)
+    assert snap.turns[0].tool_calls[0].status == "finished"
+    attempts = rig.ledger.entries("send_email_attempt")
+    assert [a["checkpoint"] for a in attempts] == [None, {"reached_attempt": 1}]
+    assert rig.ledger.count("send_email") == 1
+
+
 async def test_snapshot_comes_from_the_store_when_no_worker_runs(rig: CrashRig) -> None:
     sid = "no-worker-snapshot"
     await rig.sessions.start(sid, initial_message="say kept")

@@ -46,6 +46,21 @@ async def test_idempotent_write_out_of_attempts_is_outcome_unknown(
     assert harness.ledger.count("send_email") == 0
 
 
+async def test_each_attempt_reads_the_checkpoint_the_previous_attempt_left(
+    harness: Harness,
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "fail_attempts": 2}'
+    )
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].tool_calls[0].status == "finished"
+    checkpoints = [
+        a["checkpoint"] for a in harness.ledger.entries("send_email_attempt")
+    ]
+    assert checkpoints == [None, {"reached_attempt": 1}, {"reached_attempt": 2}]
+
+
 async def test_tool_execution_error_records_failed(harness: Harness) -> None:
     sid = harness.session_id()
     await harness.sessions.start(

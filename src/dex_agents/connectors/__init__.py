@@ -2,6 +2,7 @@
 
 from ._model import (
     ConnectorError,
+    ConnectorFence,
     ConnectorInvocation,
     ConnectorKind,
     ConnectorOperation,
@@ -19,6 +20,7 @@ from ._source import DEFAULT_CONNECTOR_SOURCE_NAME, ConnectorToolSource
 
 __all__ = [
     "ConnectorError",
+    "ConnectorFence",
     "ConnectorInvocation",
     "ConnectorKind",
     "ConnectorOperation",

@@ -54,6 +54,55 @@ class ConnectorOutcomeUnknown(Exception):
     """
 
 
+_FENCE_KEY = "connector_fence"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ConnectorFence:
+    """The marker an attempt leaves in its Step's heartbeat checkpoint before it invokes.
+
+    A later attempt that finds it knows an earlier one began invoking the
+    provider under the same call ID, so the provider may have applied the call.
+    It is best effort (a crash can beat the heartbeat that carries it): its
+    absence never proves that nothing happened.
+    """
+
+    call_id: str
+    operation: str
+    attempt: int
+
+    def to_checkpoint(self) -> JsonObject:
+        """The heartbeat checkpoint that carries this fence."""
+        return {
+            _FENCE_KEY: {
+                "call_id": self.call_id,
+                "operation": self.operation,
+                "attempt": self.attempt,
+            }
+        }
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: JsonValue | None) -> ConnectorFence | None:
+        """The fence in `checkpoint`, or None when it holds none."""
+        if not isinstance(checkpoint, dict):
+            return None
+        raw = checkpoint.get(_FENCE_KEY)
+        if not isinstance(raw, dict):
+            return None
+        call_id, operation, attempt = (
+            raw.get("call_id"),
+            raw.get("operation"),
+            raw.get("attempt"),
+        )
+        if (
+            not isinstance(call_id, str)
+            or not isinstance(operation, str)
+            or not isinstance(attempt, int)
+        ):
+            return None
+        return cls(call_id=call_id, operation=operation, attempt=attempt)
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ConnectorInvocation:
     """One run of an operation in its tool Step."""
@@ -66,6 +115,12 @@ class ConnectorInvocation:
     """The provider's idempotency key: the same on every attempt of one call."""
     attempt: int
     """The tool Step's attempt, from 1."""
+    earlier_fence: ConnectorFence | None = None
+    """The fence an earlier attempt of this call left, if its heartbeat got through.
+
+    A retry-safe operation may use it to look the call up by `call_id` before
+    sending it again; the provider's deduplication is what makes a retry safe.
+    """
 
 
 ConnectorResult: TypeAlias = JsonValue | SourceTaskStarted | SourceQuestion

@@ -22,6 +22,7 @@ from ..session import (
 )
 from ._model import (
     ConnectorError,
+    ConnectorFence,
     ConnectorInvocation,
     ConnectorOutcomeUnknown,
     ConnectorTool,
@@ -117,6 +118,11 @@ class ConnectorToolSource:
     ) -> SourceCallResult:
         """Invoke the operation under the call ID derived from the Step execution ID.
 
+        Before invoking, the attempt keeps a `ConnectorFence` in the Step's
+        heartbeat checkpoint; the next attempt hands it to the operation as
+        `earlier_fence`, and a mutation that is not retry-safe that finds one
+        records outcome_unknown instead of running again.
+
         Raises:
             ToolExecutionError: The tool is gone, the input does not fit, or the
                 provider failed the call for certain.
@@ -131,12 +137,30 @@ class ConnectorToolSource:
             tool.validate(call.arguments)
         except ValueError as e:
             raise ToolExecutionError(str(e)) from e
+        operation = tool.operation
+        call_id = connector_call_id(execution)
+        earlier = ConnectorFence.from_checkpoint(execution.heartbeat_checkpoint)
+        if earlier is not None and earlier.call_id != call_id:
+            earlier = None  # Another call's marker says nothing about this one.
+        if earlier is not None and operation.effect == "non_idempotent_write":
+            # Only reachable when the Step was given more than one attempt: the
+            # earlier attempt may have written, and a second run could write twice.
+            raise SessionError(
+                f"{call.tool_name} outcome unknown: attempt {earlier.attempt} began "
+                f"invoking it under call ID {call_id} and did not finish",
+                retryable=False,
+            )
+        fence = ConnectorFence(
+            call_id=call_id, operation=operation.name, attempt=execution.attempt
+        )
+        execution.record_heartbeat_checkpoint(fence.to_checkpoint())
         invocation = ConnectorInvocation(
             reference=tool.reference,
-            operation=tool.operation.name,
+            operation=operation.name,
             arguments=dict(call.arguments),
-            call_id=connector_call_id(execution),
+            call_id=call_id,
             attempt=execution.attempt,
+            earlier_fence=earlier,
         )
         try:
             result = await tool.operation.invoke(invocation)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextvars
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._json import JsonObject
+from ._json import JsonObject, JsonValue
 from ._media import ImageReference
 from ._policy import ToolPolicy
 
@@ -101,14 +102,42 @@ class StoredMessage:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class DeferredToolExecution:
-    """The context of a deferred call running in its tool Step."""
+    """The context of a deferred call running in its tool Step.
+
+    Every attempt of one Step shares `step_execution_id` and `idempotency_key`,
+    so a handler can derive provider call IDs that a retry reuses. The heartbeat
+    checkpoint carries a small marker from one attempt to the next (a connector
+    keeps its fence marker there): what an attempt last recorded with
+    `record_heartbeat_checkpoint` is `heartbeat_checkpoint` in the next one.
+    """
 
     flow_id: str
     turn_id: str
     tool_call_id: str
     step_execution_id: str
     attempt: int
+    """The Step's attempt, from 1."""
     idempotency_key: str
+    heartbeat_checkpoint: JsonValue | None = None
+    """What an earlier attempt of this Step last recorded, or None.
+
+    Best effort: the engine sends checkpoints with its (throttled) heartbeats,
+    so one recorded just before a crash may be lost. Use it to resume or to
+    reconcile, never as proof that an earlier attempt did not act.
+    """
+    checkpoint_recorder: Callable[[JsonValue], None] | None = field(
+        default=None, repr=False, compare=False
+    )
+    """How the engine records a checkpoint; None outside a tool Step."""
+
+    def record_heartbeat_checkpoint(self, value: JsonValue) -> None:
+        """Keep `value` as this Step's checkpoint for a later attempt to read.
+
+        Outside an engine's tool Step (a test calling a handler directly) the
+        value is dropped: there is no later attempt to read it.
+        """
+        if self.checkpoint_recorder is not None:
+            self.checkpoint_recorder(value)
 
 
 _current_execution: contextvars.ContextVar[DeferredToolExecution | None] = (

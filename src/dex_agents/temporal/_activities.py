@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from ..session import (
     DeferredToolExecution,
     EventRecord,
     JsonObject,
+    JsonValue,
     ResumeState,
     RunModelContext,
     StoredMessage,
@@ -74,11 +75,35 @@ def pending_message(item: JsonObject) -> StoredMessage:
     return StoredMessage(role=role, text=str(item.get("text", "")), item=item)
 
 
+class _Checkpoint:
+    """The tool Step's heartbeat checkpoint: sent with every heartbeat.
+
+    Temporal keeps only the details of the last heartbeat, so the background
+    beat must resend the latest checkpoint, or it would erase it; an attempt
+    starts from the previous attempt's checkpoint for the same reason.
+    """
+
+    def __init__(self, previous: Sequence[Any]) -> None:
+        self.previous: JsonValue | None = previous[0] if previous else None
+        self._value: JsonValue | None = self.previous
+
+    def details(self) -> tuple[Any, ...]:
+        return () if self._value is None else (self._value,)
+
+    def record(self, value: JsonValue) -> None:
+        self._value = value
+        # Sent now when called in the activity's context; else the next beat sends it.
+        with contextlib.suppress(RuntimeError):
+            activity.heartbeat(value)
+
+
 @contextlib.asynccontextmanager
-async def _heartbeating(timeout: timedelta) -> AsyncIterator[None]:
+async def _heartbeating(
+    timeout: timedelta, checkpoint: _Checkpoint | None = None
+) -> AsyncIterator[None]:
     async def beat() -> None:
         while True:
-            activity.heartbeat()
+            activity.heartbeat(*(checkpoint.details() if checkpoint else ()))
             await asyncio.sleep(max(timeout.total_seconds() / 4, 0.05))
 
     task = asyncio.create_task(beat())
@@ -232,7 +257,9 @@ def build_activities(
         )
 
     async def run_tool(input: CallToolInput) -> CallToolOutput:
-        attempt = activity.info().attempt
+        info = activity.info()
+        attempt = info.attempt
+        checkpoint = _Checkpoint(info.heartbeat_details)
         call = input.call
         execution = DeferredToolExecution(
             flow_id=input.session_id,
@@ -243,6 +270,8 @@ def build_activities(
             idempotency_key=idempotency_key(
                 input.session_id, input.turn_id, call.tool_call_id
             ),
+            heartbeat_checkpoint=checkpoint.previous,
+            checkpoint_recorder=checkpoint.record,
         )
         async with StoreEventSink(
             store,
@@ -264,7 +293,7 @@ def build_activities(
             token = set_current_deferred_tool_execution(execution)
             try:
                 async with (
-                    _heartbeating(options.heartbeat_timeout),
+                    _heartbeating(options.heartbeat_timeout, checkpoint),
                     asyncio.timeout(
                         options.tool_limit.total_seconds()
                         if call.step_timeout_seconds is None

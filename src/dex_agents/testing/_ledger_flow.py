@@ -41,7 +41,8 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
     `create_refund` with `"gate": name` stops at that gate after it started, so a
     test can kill the worker in the middle of the write. `send_email` with
     `"fail_attempts": n` fails its first n attempts, and with `"gate": name` its
-    first attempt stops at that gate.
+    first attempt stops at that gate; each attempt records the heartbeat
+    checkpoint it found and leaves `{"reached_attempt": n}` for the next.
     """
 
     async def lookup_order(
@@ -70,7 +71,14 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
     ) -> str:
         attempt = execution.attempt if execution else 0
         key = execution.idempotency_key if execution else None
-        ledger.record("send_email_attempt", key=key, attempt=attempt)
+        ledger.record(
+            "send_email_attempt",
+            key=key,
+            attempt=attempt,
+            checkpoint=execution.heartbeat_checkpoint if execution else None,
+        )
+        if execution is not None:
+            execution.record_heartbeat_checkpoint({"reached_attempt": attempt})
         gate = args.get("gate")
         if isinstance(gate, str) and attempt == 1:
             (gate_dir / f"{gate}.reached").write_text("")
