@@ -11,6 +11,7 @@ import pytest
 import dex_agents
 import dex_agents.claude
 import dex_agents.cli
+import dex_agents.connectors
 import dex_agents.session
 import dex_agents.stores
 import dex_agents.temporal
@@ -20,6 +21,7 @@ PACKAGES = [
     dex_agents,
     dex_agents.claude,
     dex_agents.cli,
+    dex_agents.connectors,
     dex_agents.session,
     dex_agents.stores,
     dex_agents.temporal,
@@ -43,8 +45,24 @@ def test_all_lists_exactly_the_public_names_sorted(package: ModuleType) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", ["dex_agents.session", "dex_agents.stores", "dex_agents.claude"]
+    "module",
+    [
+        "dex_agents.session",
+        "dex_agents.stores",
+        "dex_agents.claude",
+        "dex_agents.connectors",
+    ],
 )
 def test_engine_free_layers_do_not_import_temporalio(module: str) -> None:
     code = f"import sys, {module}; assert 'temporalio' not in sys.modules, 'temporalio imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_connectors_import_without_the_mcp_client() -> None:
+    # MCP tool sources import `mcp` when they connect: the package stays
+    # importable without the `claude` extra that brings it.
+    code = (
+        "import sys, dex_agents.connectors; "
+        "assert 'mcp' not in sys.modules and 'jsonschema' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,5 +1,13 @@
-"""Connector tools: reviewed provider operations offered to an agent as a tool source."""
+"""Tool sources beyond custom tools: reviewed connector operations, and MCP servers."""
 
+from ._mcp_source import (
+    MCP_ATTEMPT_META,
+    MCP_IDEMPOTENCY_KEY_META,
+    MCP_STEP_EXECUTION_ID_META,
+    MCPServerStdio,
+    MCPServerStreamableHTTP,
+    MCPServerToolSource,
+)
 from ._model import (
     ConnectorError,
     ConnectorFence,
@@ -30,6 +38,12 @@ __all__ = [
     "ConnectorTool",
     "ConnectorToolSource",
     "DEFAULT_CONNECTOR_SOURCE_NAME",
+    "MCPServerStdio",
+    "MCPServerStreamableHTTP",
+    "MCPServerToolSource",
+    "MCP_ATTEMPT_META",
+    "MCP_IDEMPOTENCY_KEY_META",
+    "MCP_STEP_EXECUTION_ID_META",
     "ManifestApproval",
     "ManifestEntry",
     "connector_call_id",

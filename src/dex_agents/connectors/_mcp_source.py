@@ -1,0 +1,464 @@
+"""`MCPServerToolSource`: the tools of an MCP server, offered as a session tool source.
+
+An MCP server (run over stdio, or reached over streamable HTTP) lists tools and
+runs them. As a tool source it behaves like every other source:
+
+- **Listing** happens in each RunModel attempt (`tools/list`), because a server's
+  tools may change; a failing or slow listing raises, and the runner then offers
+  none of the server's tools in that attempt.
+- **Classification** comes from the tool's MCP annotations, by the rule custom
+  tools follow: `readOnlyHint` is `read`; otherwise `idempotentHint` is
+  `idempotent_write`; otherwise `non_idempotent_write`, whatever
+  `destructiveHint` says (an additive write still writes twice when rerun). A
+  custom tool without hints falls back to the session's default effect; an MCP
+  tool without hints is a `non_idempotent_write`, because a source must decide,
+  and "unknown" has to mean "waits for approval and runs at most once".
+  Approval then follows `ToolPolicy`: a `non_idempotent_write` waits for it, a
+  read or an idempotent write does not unless a policy asks. The MCP
+  specification calls annotations hints that a client must not trust from an
+  untrusted server, so `tool_policies` pins any tool's effect and approval
+  instead, and a session policy can still add approval to any source tool.
+- **Every call runs in its own tool Step** with the request `_meta` keys
+  `dex/idempotencyKey`, `dex/stepExecutionId` and `dex/attempt`: every attempt
+  of one call carries the same key, so a server that deduplicates by it turns a
+  retried idempotent write into one write.
+- **Failures** are told apart by what they prove. A result with `isError` is a
+  failed record the model reads (`ToolExecutionError`); so is a connection that
+  failed before `tools/call` was sent, or a protocol error saying the server
+  refused the request (unknown tool, invalid params), because in both the tool
+  certainly did not run. Any other failure after the request was sent (a
+  transport error, a timeout, an internal server error) leaves the outcome of a
+  write unknown: a `non_idempotent_write` raises `SessionError(retryable=False)`
+  and records `outcome_unknown`, while a read or an idempotent write lets the
+  error propagate, so the Step retries under the same idempotency key.
+
+Each listing and each call opens its own connection (a process for stdio, an
+HTTP session for streamable HTTP) and closes it afterwards. A session is
+durable and its Steps run on whichever worker is free, possibly days apart, so
+a connection held open between Steps could not be reused reliably anyway; one
+connection per operation keeps no state to go stale, at the cost of a server
+start or an HTTP handshake per call.
+
+`mcp` and `jsonschema` come with the `claude` extra; they are imported when a
+source first connects or validates, so `dex_agents.connectors` imports without
+them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from .._errors import SessionError, ToolExecutionError, UserError
+from ..session import (
+    DeferredToolExecution,
+    JsonObject,
+    SourceCall,
+    SourceCallRefused,
+    SourceCallResult,
+    SourceTool,
+    ToolCall,
+    ToolEffect,
+    ToolOutcome,
+    ToolPolicy,
+    ToolSourceContext,
+    ToolStepOptions,
+)
+
+if TYPE_CHECKING:
+    from mcp import Client
+    from mcp.types import CallToolResult, ContentBlock, RequestParamsMeta, Tool
+
+logger = logging.getLogger(__name__)
+
+MCP_IDEMPOTENCY_KEY_META = "dex/idempotencyKey"
+"""The request `_meta` key of the call's idempotency key, the same on every attempt."""
+MCP_STEP_EXECUTION_ID_META = "dex/stepExecutionId"
+"""The request `_meta` key of the tool Step's execution ID."""
+MCP_ATTEMPT_META = "dex/attempt"
+"""The request `_meta` key of the tool Step's attempt, from 1."""
+
+_MAX_LIST_PAGES = 100
+"""A server whose `tools/list` cursor never ends cannot hang a listing."""
+_UNKNOWN_OUTCOME_EFFECTS: tuple[ToolEffect, ...] = (
+    "non_idempotent_write",
+    "unclassified",
+)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MCPServerStdio:
+    """An MCP server that runs as a subprocess, speaking MCP on its stdin and stdout."""
+
+    kind: Literal["stdio"] = "stdio"
+    command: str
+    """The executable; a bare name is looked up on the `PATH` the server gets."""
+    args: Sequence[str] = ()
+    env: Mapping[str, str] | None = None
+    """Variables set over the MCP SDK's safe default environment (`PATH`, `HOME`, ...).
+
+    The worker's own environment is not inherited beyond those defaults, so a
+    server sees only the secrets given to it here.
+    """
+    cwd: str | os.PathLike[str] | None = None
+    """The server's working directory; None keeps the worker's."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MCPServerStreamableHTTP:
+    """An MCP server reached over streamable HTTP."""
+
+    kind: Literal["streamable_http"] = "streamable_http"
+    url: str
+    """The MCP endpoint, such as `https://example.com/mcp`."""
+    headers: Mapping[str, str] = field(default_factory=lambda: {})
+    """Sent with every request, such as `Authorization`.
+
+    They live in the worker's configuration only, never in workflow history.
+    """
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _ListedTool:
+    tool: SourceTool
+    policy: ToolPolicy
+    effect_from: Literal["annotations", "policy"]
+
+
+class MCPServerToolSource:
+    """Offers the tools of one MCP server; their annotations decide effect and approval.
+
+    Args:
+        server: How to reach the server.
+        source_name: Unique among the agent's sources; interrupts and logs name it.
+        declared_tool_names: The tools the server may offer. Empty (the default)
+            makes the listing dynamic: the runner checks each attempt's listing
+            for collisions instead of the agent's definition. When given, they
+            are also the only tools offered: a source must never list a name it
+            did not declare, so other tools the server lists are dropped.
+        tool_policies: Effect and approval of named tools, instead of what their
+            annotations say (annotations are a server's unverified hints).
+        step_options: The tool Step's timeout and attempts for every tool.
+        tool_step_options: Per-tool Step options, instead of `step_options`.
+        request_timeout: Limit for each handshake and `tools/list` request.
+        call_timeout: Limit for one `tools/call`; the tool Step's own timeout
+            still applies. A timed-out write records outcome_unknown.
+
+    Raises:
+        UserError: `source_name` is empty, or a policy names a tool that is not
+            declared.
+    """
+
+    def __init__(
+        self,
+        server: MCPServerStdio | MCPServerStreamableHTTP,
+        *,
+        source_name: str,
+        declared_tool_names: Sequence[str] = (),
+        tool_policies: Mapping[str, ToolPolicy] | None = None,
+        step_options: ToolStepOptions | None = None,
+        tool_step_options: Mapping[str, ToolStepOptions] | None = None,
+        request_timeout: timedelta = timedelta(seconds=30),
+        call_timeout: timedelta = timedelta(minutes=10),
+    ) -> None:
+        if not source_name:
+            raise UserError("`source_name` of an MCP tool source must not be empty")
+        self._server = server
+        self._name = source_name
+        self._declared = tuple(dict.fromkeys(declared_tool_names))
+        self._policies = dict(tool_policies or {})
+        self._step_options = step_options or ToolStepOptions()
+        self._tool_step_options = dict(tool_step_options or {})
+        if self._declared:
+            unknown = sorted(
+                (set(self._policies) | set(self._tool_step_options))
+                - set(self._declared)
+            )
+            if unknown:
+                raise UserError(
+                    f"MCP tool source {source_name!r} configures {unknown!r}, which "
+                    "are not in `declared_tool_names`; declare them or drop the entries"
+                )
+        self._request_timeout = request_timeout
+        self._call_timeout = call_timeout
+        self._listed: dict[str, _ListedTool] = {}
+
+    @property
+    def source_name(self) -> str:
+        """The source's name, unique among an agent's sources."""
+        return self._name
+
+    @property
+    def declared_tool_names(self) -> Sequence[str]:
+        """The declared tools; empty for a dynamic listing."""
+        return self._declared
+
+    @property
+    def server(self) -> MCPServerStdio | MCPServerStreamableHTTP:
+        """How the source reaches its server."""
+        return self._server
+
+    async def list_tools(self, context: ToolSourceContext) -> Sequence[SourceTool]:
+        """Connect, list the server's tools (every page), and keep them for `build_call`.
+
+        Raises:
+            Exception: The server cannot be reached or answered with an error;
+                the runner then offers none of its tools in this attempt.
+        """
+        del context  # The server decides what it offers; the attempt does not.
+        tools: list[Tool] = []
+        async with self._connect() as client:
+            cursor: str | None = None
+            for _ in range(_MAX_LIST_PAGES):
+                page = await client.list_tools(cursor=cursor)
+                tools.extend(page.tools)
+                cursor = page.next_cursor
+                if cursor is None:
+                    break
+        listed: dict[str, _ListedTool] = {}
+        for tool in tools:
+            if self._declared and tool.name not in self._declared:
+                continue
+            listed[tool.name] = self._classify(tool)
+        # Replaced whole: a tool the server stopped listing is refused from now on.
+        self._listed = listed
+        return [entry.tool for entry in listed.values()]
+
+    def _classify(self, tool: Tool) -> _ListedTool:
+        source_tool = SourceTool(
+            name=tool.name,
+            description=tool.description or tool.title or tool.name,
+            input_schema=dict(tool.input_schema),
+        )
+        policy = self._policies.get(tool.name)
+        if policy is not None:
+            return _ListedTool(tool=source_tool, policy=policy, effect_from="policy")
+        return _ListedTool(
+            tool=source_tool,
+            policy=ToolPolicy(effect=_annotation_effect(tool)),
+            effect_from="annotations",
+        )
+
+    async def build_call(self, tool_name: str, arguments: JsonObject) -> SourceCall:
+        """Check the input against the listed schema and classify the call.
+
+        It uses the latest listing of this source and does no I/O.
+
+        Raises:
+            SourceCallRefused: The tool is not offered now, or the input does not
+                fit its schema; the call never reaches the server.
+        """
+        entry = self._listed.get(tool_name)
+        if entry is None:
+            raise SourceCallRefused(
+                f"MCP server {self._name!r} does not offer `{tool_name}` now"
+            )
+        problem = _schema_problem(entry.tool.input_schema, arguments)
+        if problem is not None:
+            raise SourceCallRefused(
+                f"the input of `{tool_name}` does not fit its schema: {problem}"
+            )
+        policy = entry.policy
+        return SourceCall(
+            tool_name=tool_name,
+            arguments=dict(arguments),
+            policy=policy,
+            reason=(
+                f"{tool_name} is a {policy.effect.replace('_', ' ')} on MCP server "
+                f"{self._name!r} and needs approval"
+                if policy.needs_approval
+                else ""
+            ),
+            metadata={"effect_from": entry.effect_from},
+        )
+
+    async def execute_deferred_tool_call(
+        self, call: ToolCall, execution: DeferredToolExecution
+    ) -> SourceCallResult:
+        """Connect and run `tools/call`, with the idempotency key in the request `_meta`.
+
+        Text content is the output. Other content is named, not passed on (the
+        record holds text only): `[image image/png omitted]`. Structured content
+        is the output when a result has no content blocks.
+
+        Raises:
+            ToolExecutionError: The result has `isError`, or the tool certainly
+                did not run (no connection, or the server refused the request).
+            SessionError: A write whose outcome is unknown (not retryable).
+        """
+        meta: RequestParamsMeta = {
+            MCP_IDEMPOTENCY_KEY_META: execution.idempotency_key,
+            MCP_STEP_EXECUTION_ID_META: execution.step_execution_id,
+            MCP_ATTEMPT_META: execution.attempt,
+        }
+        unknown_if_failed = call.policy.effect in _UNKNOWN_OUTCOME_EFFECTS
+        connected = False
+        outcome: CallToolResult | Exception | None = None
+        try:
+            async with self._connect() as client:
+                connected = True
+                try:
+                    outcome = await client.call_tool(
+                        call.tool_name,
+                        dict(call.arguments),
+                        read_timeout_seconds=self._call_timeout.total_seconds(),
+                        meta=meta,
+                    )
+                except Exception as e:
+                    outcome = e
+        except Exception as e:
+            if outcome is None:
+                if connected or not unknown_if_failed:
+                    raise
+                raise ToolExecutionError(
+                    f"{call.tool_name} did not run: MCP server {self._name!r} "
+                    f"could not be reached: {_describe(e)}"
+                ) from e
+            # The call is over; a failure to close its connection changes nothing.
+            logger.warning(
+                "closing MCP server %r after %s failed: %s",
+                self._name,
+                call.tool_name,
+                _describe(e),
+            )
+        assert outcome is not None
+        if isinstance(outcome, Exception):
+            raise self._call_failure(call, outcome, unknown_if_failed) from outcome
+        text = _result_text(outcome)
+        if outcome.is_error:
+            raise ToolExecutionError(text or f"{call.tool_name} failed")
+        return ToolOutcome(output=text)
+
+    def _call_failure(
+        self, call: ToolCall, error: Exception, unknown_if_failed: bool
+    ) -> Exception:
+        from mcp import MCPError
+        from mcp.types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
+
+        if isinstance(error, MCPError) and error.code in (
+            INVALID_PARAMS,
+            INVALID_REQUEST,
+            METHOD_NOT_FOUND,
+        ):
+            # The server refused the request itself: nothing ran, and a retry
+            # would be refused the same way.
+            return ToolExecutionError(
+                f"{call.tool_name} did not run: MCP server {self._name!r} refused "
+                f"the call: {_describe(error)}"
+            )
+        if unknown_if_failed:
+            return SessionError(
+                f"{call.tool_name} outcome unknown: MCP server {self._name!r} failed "
+                f"after the call was sent: {_describe(error)}",
+                retryable=False,
+            )
+        return error
+
+    def tool_call_step_options(self, tool_name: str) -> ToolStepOptions:
+        """The configured Step options of `tool_name`, else the source's."""
+        return self._tool_step_options.get(tool_name, self._step_options)
+
+    @asynccontextmanager
+    async def _connect(self) -> AsyncIterator[Client]:
+        try:
+            from mcp import Client, StdioServerParameters
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ImportError(
+                'MCP tool sources need the `claude` extra: pip install "dex-agents[claude]"'
+            ) from e
+
+        timeout = self._request_timeout.total_seconds()
+        async with AsyncExitStack() as stack:
+            match self._server:
+                case MCPServerStdio() as stdio:
+                    target: Any = StdioServerParameters(
+                        command=stdio.command,
+                        args=list(stdio.args),
+                        env=None if stdio.env is None else dict(stdio.env),
+                        cwd=None if stdio.cwd is None else os.fspath(stdio.cwd),
+                    )
+                case MCPServerStreamableHTTP() as http:
+                    # httpx2 is the HTTP client the MCP SDK's transport takes.
+                    import httpx2
+                    from mcp.client.streamable_http import streamable_http_client
+
+                    read = max(timeout, self._call_timeout.total_seconds())
+                    http_client = await stack.enter_async_context(
+                        httpx2.AsyncClient(
+                            headers=dict(http.headers),
+                            timeout=httpx2.Timeout(timeout, read=read),
+                        )
+                    )
+                    target = streamable_http_client(http.url, http_client=http_client)
+            # No response cache: every listing must see the server's tools now.
+            client = Client(target, cache=None, read_timeout_seconds=timeout)
+            yield await stack.enter_async_context(client)
+
+
+def _annotation_effect(tool: Tool) -> ToolEffect:
+    """The effect an MCP tool's annotations imply.
+
+    `readOnlyHint` is read; otherwise `idempotentHint` is idempotent_write;
+    otherwise non_idempotent_write, whatever `destructiveHint` says.
+    """
+    hints = tool.annotations
+    if hints is not None and hints.read_only_hint is True:
+        return "read"
+    if hints is not None and hints.idempotent_hint is True:
+        return "idempotent_write"
+    return "non_idempotent_write"
+
+
+def _schema_problem(schema: JsonObject, arguments: JsonObject) -> str | None:
+    """Why `arguments` do not fit `schema` (JSON Schema 2020-12 unless it says), or None."""
+    try:
+        import jsonschema
+        from jsonschema.exceptions import best_match
+        from jsonschema.validators import validator_for
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ImportError(
+            'MCP tool sources need jsonschema: pip install "dex-agents[claude]"'
+        ) from e
+    validator_class = validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        validator_class.check_schema(schema)
+    except jsonschema.SchemaError as e:
+        return f"the server's input schema is invalid ({e.message})"
+    error = best_match(validator_class(schema).iter_errors(arguments))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{error.message} (at `{where}`)" if where else error.message
+
+
+def _result_text(result: CallToolResult) -> str:
+    """A `tools/call` result as the text the record keeps."""
+    parts = [_block_text(block) for block in result.content]
+    if not parts and result.structured_content is not None:
+        return json.dumps(result.structured_content, sort_keys=True)
+    return "\n".join(parts)
+
+
+def _block_text(block: ContentBlock) -> str:
+    match block.type:
+        case "text":
+            return block.text
+        case "image" | "audio":
+            return f"[{block.type} {block.mime_type} omitted]"
+        case "resource":
+            text = getattr(block.resource, "text", None)
+            return text if isinstance(text, str) else f"[resource {block.resource.uri}]"
+        case "resource_link":
+            return f"[resource {block.uri}]"
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, BaseExceptionGroup) and error.exceptions:
+        return _describe(error.exceptions[0])
+    return str(error) or type(error).__name__
