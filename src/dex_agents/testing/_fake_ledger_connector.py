@@ -11,13 +11,28 @@ replacement) counts what really reached the provider:
   above 100;
 - `transfer` (mutation, retry unsafe): one `ledger_entry`; always approved;
 - `start_export` (query) starts a task; `confirm_account` (query) asks a question;
-- `purge_ledger` is in code but hidden by the manifest, so it is never offered.
+- `purge_ledger` is in code but hidden by the manifest, so it is never offered;
+- `start_import` (mutation, retry unsafe, always approved) starts a task;
+- `post_payment` (mutation, retry safe, never approved): a `payment_attempt` row
+  per attempt (`fenced`: whether it was handed an earlier attempt's fence), then one `payment` per call ID (the provider deduplicates), and
+  only then, with `"gate"` in its input, it waits at that gate: a worker
+  SIGKILLed there applied the payment but never reported it;
+- `wire_funds` (mutation, retry unsafe, always approved): a `wire_started` row,
+  then with `"gate"` it waits at that gate, then one `wire` row;
+- `flaky_lookup` (query, 2 attempts): a `flaky_attempt` row, then it raises;
+- `slow_lookup` (query, 1 s timeout, 1 attempt): a `slow_attempt` row, then it
+  sleeps `seconds` (20 by default) before it answers.
+
+A gate `g` is the file `<gate_dir>/g`; an operation waiting there first writes
+`<gate_dir>/g.reached`. `gate_dir` defaults to `connector-gates` beside the ledger.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from ..connectors import (
@@ -40,6 +55,11 @@ FAKE_LEDGER_MANIFEST: dict[str, Any] = {
         "start_export": {"kind": "query", "approval": "never"},
         "confirm_account": {"kind": "query", "approval": "never"},
         "purge_ledger": {"kind": "mutation", "expose": False},
+        "start_import": {"kind": "mutation", "retry": "unsafe", "approval": "always"},
+        "post_payment": {"kind": "mutation", "retry": "safe", "approval": "never"},
+        "wire_funds": {"kind": "mutation", "retry": "unsafe", "approval": "always"},
+        "flaky_lookup": {"kind": "query", "approval": "never"},
+        "slow_lookup": {"kind": "query", "approval": "never"},
     },
 }
 """The reviewed manifest of the fake ledger connector."""
@@ -54,6 +74,38 @@ _ENTRY_SCHEMA: JsonObject = {
     },
     "required": ["account", "amount"],
 }
+_GATED_SCHEMA: JsonObject = {
+    "type": "object",
+    "properties": {
+        "account": {"type": "string"},
+        "amount": {"type": "integer"},
+        "gate": {"type": "string"},
+    },
+    "required": ["account", "amount"],
+}
+_SLOW_SCHEMA: JsonObject = {
+    "type": "object",
+    "properties": {"account": {"type": "string"}, "seconds": {"type": "number"}},
+    "required": ["account"],
+}
+SLOW_LOOKUP_TIMEOUT = timedelta(seconds=1)
+"""The tool Step timeout of `slow_lookup`: far below the session's `tool_limit`."""
+FLAKY_LOOKUP_ATTEMPTS = 2
+"""The tool Step attempts of `flaky_lookup`: fewer than the session's `tool_attempts`."""
+
+
+def fake_ledger_gate_dir(ledger_path: str) -> Path:
+    """Where the operations of the ledger at `ledger_path` wait at gates by default."""
+    return Path(ledger_path).parent / "connector-gates"
+
+
+async def _wait_at_gate(gate_dir: Path, gate: str) -> None:
+    gate_dir.mkdir(parents=True, exist_ok=True)
+    (gate_dir / f"{gate}.reached").touch()
+    while not (gate_dir / gate).exists():
+        await asyncio.sleep(0.02)
+
+
 _ACCOUNT_SCHEMA: JsonObject = {
     "type": "object",
     "properties": {"account": {"type": "string"}},
@@ -62,10 +114,14 @@ _ACCOUNT_SCHEMA: JsonObject = {
 
 
 def fake_ledger_operations(
-    ledger_path: str, *, timeout: timedelta = timedelta(seconds=30)
+    ledger_path: str,
+    *,
+    timeout: timedelta = timedelta(seconds=30),
+    gate_dir: str | None = None,
 ) -> list[ConnectorOperation]:
     """The connector's operations, writing to the ledger at `ledger_path`."""
     ledger = Ledger(ledger_path)
+    gates = Path(gate_dir) if gate_dir else fake_ledger_gate_dir(ledger_path)
 
     def balance(account: str) -> int:
         return sum(
@@ -125,6 +181,53 @@ def fake_ledger_operations(
         ledger.record("ledger_purge", call_id=inv.call_id)
         return "purged"
 
+    async def start_import(inv: ConnectorInvocation) -> ConnectorResult:
+        ledger.record("ledger_import", call_id=inv.call_id)
+        return SourceTaskStarted(task_id=f"import-{inv.call_id}")
+
+    async def post_payment(inv: ConnectorInvocation) -> ConnectorResult:
+        args = inv.arguments
+        ledger.record(
+            "payment_attempt",
+            call_id=inv.call_id,
+            attempt=inv.attempt,
+            fenced=getattr(inv, "earlier_fence", None) is not None,
+        )
+        done = [e for e in ledger.entries("payment") if e["call_id"] == inv.call_id]
+        if not done:
+            ledger.record(
+                "payment",
+                call_id=inv.call_id,
+                account=args["account"],
+                amount=args["amount"],
+            )
+        gate = args.get("gate")
+        if isinstance(gate, str):
+            # Applied, not yet reported: a SIGKILL here loses only the answer.
+            await _wait_at_gate(gates, gate)
+        return f"paid {args['amount']} to {args['account']}"
+
+    async def wire_funds(inv: ConnectorInvocation) -> ConnectorResult:
+        args = inv.arguments
+        ledger.record("wire_started", call_id=inv.call_id, attempt=inv.attempt)
+        gate = args.get("gate")
+        if isinstance(gate, str):
+            await _wait_at_gate(gates, gate)
+        ledger.record(
+            "wire", call_id=inv.call_id, account=args["account"], amount=args["amount"]
+        )
+        return f"wired {args['amount']} to {args['account']}"
+
+    async def flaky_lookup(inv: ConnectorInvocation) -> ConnectorResult:
+        ledger.record("flaky_attempt", call_id=inv.call_id, attempt=inv.attempt)
+        raise ConnectionError(f"lookup unavailable (attempt {inv.attempt})")
+
+    async def slow_lookup(inv: ConnectorInvocation) -> ConnectorResult:
+        ledger.record("slow_attempt", call_id=inv.call_id, attempt=inv.attempt)
+        await asyncio.sleep(float(inv.arguments.get("seconds", 20)))  # pyright: ignore[reportArgumentType]
+        ledger.record("slow_answer", call_id=inv.call_id, attempt=inv.attempt)
+        return f"slow balance of {inv.arguments['account']}"
+
     def large(arguments: Mapping[str, Any]) -> bool:
         return int(arguments.get("amount", 0)) > 100
 
@@ -179,6 +282,49 @@ def fake_ledger_operations(
             invoke=purge_ledger,
             timeout=timeout,
         ),
+        ConnectorOperation(
+            name="start_import",
+            description="Import entries into the ledger",
+            input_schema={"type": "object"},
+            kind="mutation",
+            invoke=start_import,
+            timeout=timeout,
+        ),
+        ConnectorOperation(
+            name="post_payment",
+            description="Pay an amount to an account",
+            input_schema=_GATED_SCHEMA,
+            kind="mutation",
+            retry="safe",
+            invoke=post_payment,
+            timeout=timeout,
+        ),
+        ConnectorOperation(
+            name="wire_funds",
+            description="Wire an amount to an account",
+            input_schema=_GATED_SCHEMA,
+            kind="mutation",
+            invoke=wire_funds,
+            timeout=timeout,
+        ),
+        ConnectorOperation(
+            name="flaky_lookup",
+            description="Look an account up at a flaky provider",
+            input_schema=_ACCOUNT_SCHEMA,
+            kind="query",
+            invoke=flaky_lookup,
+            timeout=timeout,
+            attempts=FLAKY_LOOKUP_ATTEMPTS,
+        ),
+        ConnectorOperation(
+            name="slow_lookup",
+            description="Look an account up at a slow provider",
+            input_schema=_SLOW_SCHEMA,
+            kind="query",
+            invoke=slow_lookup,
+            timeout=SLOW_LOOKUP_TIMEOUT,
+            attempts=1,
+        ),
     ]
 
 
@@ -187,9 +333,10 @@ def fake_ledger_connector_tools(
     *,
     reference: str = "ledger-main",
     manifest: Mapping[str, Any] = FAKE_LEDGER_MANIFEST,
+    gate_dir: str | None = None,
 ) -> list[ConnectorTool]:
     """Every operation bound to `reference` under `manifest`."""
     return [
         connector_tool(op, reference, manifest=manifest)
-        for op in fake_ledger_operations(ledger_path)
+        for op in fake_ledger_operations(ledger_path, gate_dir=gate_dir)
     ]
