@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.text import Text
 from temporalio.worker import Worker
 
-from .._errors import UnknownInterruptError
+from .._errors import UnknownInterruptError, UserError
 from ..session import EventRecord
-from ..stores import SQLiteRuntimeStore
+from ..stores import RuntimeStore, open_runtime_store
 from ..temporal import (
     AgentSessionFlow,
     AgentSnapshot,
@@ -39,7 +39,6 @@ from . import _render as render
 from ._agent_ref import load_flow
 from ._chat import run_chat
 from ._context import (
-    STORE_FILE,
     Connection,
     Target,
     connect,
@@ -49,6 +48,8 @@ from ._context import (
     require_session,
     require_worker,
     store_exists,
+    store_label,
+    store_location,
     target_options,
     unknown_session,
     worker_seen,
@@ -119,15 +120,17 @@ def _use_scripted_model(base_url: str, state_dir: Path) -> None:
 )
 @click.option(
     "--store",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Runtime store (SQLite file). Default: <state dir>/runtime.sqlite.",
+    envvar="DEX_AGENTS_STORE",
+    show_envvar=True,
+    help="Runtime store: a SQLite file, or a postgresql:// URL shared by every "
+    "machine. Default: <state dir>/runtime.sqlite.",
 )
 def dev(
     agents: Sequence[str],
     state_dir: Path | None,
     port: int | None,
     namespace: str,
-    store: Path | None,
+    store: str | None,
 ) -> None:
     """Start the embedded Temporal dev server and a worker for the agent.
 
@@ -145,7 +148,7 @@ async def _dev(
     state_dir: Path | None,
     port: int | None,
     namespace: str,
-    store_path: Path | None,
+    store_arg: str | None,
 ) -> None:
     out = render.console()
     directory = resolve_state_dir(state_dir)
@@ -153,7 +156,10 @@ async def _dev(
     async with render.Progress(out, f"starting the Temporal dev server in {directory}"):
         await engine.start()
     try:
-        store = await SQLiteRuntimeStore.open(store_path or directory / STORE_FILE)
+        try:
+            store = await open_runtime_store(store_location(store_arg, directory))
+        except UserError as e:
+            raise CommandError(str(e)) from e
         origin = "started here" if engine.owned else "reused; its owner stops it"
         conn = Connection(
             client=await engine.client(),
@@ -227,7 +233,7 @@ async def _serve(
     title: str,
     conn: Connection,
     flows: list[AgentSessionFlow],
-    store: SQLiteRuntimeStore,
+    store: RuntimeStore,
     refs: list[str],
     facts: list[tuple[str, str]],
     out: Console,
@@ -242,7 +248,7 @@ async def _serve(
         [
             ("Temporal", f"{conn.address}  namespace {conn.namespace}  ({conn.where})"),
             *facts,
-            ("store", str(store.path)),
+            ("store", store_label(store)),
             *(
                 ("worker", f"flow {f.flow_type} on task queue {f.task_queue}")
                 for f in flows
@@ -321,7 +327,7 @@ def sessions(as_json: bool, target: Target) -> None:
     out = render.console()
     if not snapshots:
         out.print(
-            Text(f"no sessions yet in {target.store_path}", style="dim"),
+            Text(f"no sessions yet in {target.store}", style="dim"),
             soft_wrap=True,
         )
         return
@@ -386,7 +392,7 @@ async def _load_snapshot(target: Target, session_id: str) -> tuple[AgentSnapshot
             if conn is None:
                 raise CommandError(
                     f"session {session_id!r} is not in the store "
-                    f"{str(target.store_path)!r}, and {unreachable}"
+                    f"{str(target.store)!r}, and {unreachable}"
                 )
             if info is not None:
                 raise no_worker(info.flow_type, info.task_queue)

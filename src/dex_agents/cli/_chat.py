@@ -23,7 +23,7 @@ from rich.text import Text
 
 from .._errors import EngineError
 from ..session import EventRecord, JsonObject
-from ..stores import SQLiteRuntimeStore
+from ..stores import RuntimeStore
 from ..temporal import (
     AgentSessionFlow,
     AgentSnapshot,
@@ -70,7 +70,7 @@ class Chat:
         self,
         out: Console,
         conn: Connection,
-        store: SQLiteRuntimeStore,
+        store: RuntimeStore,
         session_id: str,
         *,
         flow: AgentSessionFlow | None,

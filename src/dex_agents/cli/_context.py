@@ -6,7 +6,8 @@ server recorded in the state directory's `engine.json`. Only `dev` starts a
 server: every other command reuses a running one, so a read never leaves a server
 behind and never fights `dev` over the SQLite file.
 
-The runtime store is `<state_dir>/runtime.sqlite` unless `--store` says otherwise.
+The runtime store is `<state_dir>/runtime.sqlite` unless `--store` names another
+file or a `postgresql://` URL.
 Read commands do not create it: a missing file is a store without sessions.
 """
 
@@ -29,7 +30,8 @@ from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from ..stores import SQLiteRuntimeStore
+from .._errors import UserError
+from ..stores import RuntimeStore, is_database_url, open_runtime_store
 from ..temporal import EngineConfig, open_engine, resolve_state_dir
 from ._errors import CommandError
 
@@ -53,7 +55,15 @@ class Target:
     state_dir: Path
     address: str | None
     namespace: str
-    store_path: Path
+    store: str
+    """A SQLite file's absolute path, or a PostgreSQL URL."""
+
+
+def store_location(store: str | Path | None, directory: Path) -> str:
+    """The runtime store a command uses: `--store` as given, else the state dir's file."""
+    if isinstance(store, str) and is_database_url(store):
+        return store
+    return str(Path(store or directory / STORE_FILE).expanduser().resolve())
 
 
 def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
@@ -85,10 +95,10 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
     @click.option(
         "--store",
         "store",
-        type=click.Path(dir_okay=False, path_type=Path),
         envvar="DEX_AGENTS_STORE",
         show_envvar=True,
-        help="Runtime store (SQLite file). Default: <state dir>/runtime.sqlite.",
+        help="Runtime store: a SQLite file, or a postgresql:// URL shared by "
+        "every machine. Default: <state dir>/runtime.sqlite.",
     )
     @functools.wraps(command)
     def wrapper(
@@ -96,7 +106,7 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
         state_dir: Path | None,
         address: str | None,
         namespace: str,
-        store: Path | None,
+        store: str | None,
         **kwargs: Any,
     ) -> Any:
         directory = resolve_state_dir(state_dir, create=False)
@@ -104,7 +114,7 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
             state_dir=directory,
             address=address.strip() if address and address.strip() else None,
             namespace=namespace,
-            store_path=(store or directory / STORE_FILE).expanduser().resolve(),
+            store=store_location(store, directory),
         )
         return command(*args, target=target, **kwargs)
 
@@ -207,23 +217,39 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-async def open_store(target: Target, *, create: bool = False) -> SQLiteRuntimeStore:
+async def open_store(target: Target, *, create: bool = False) -> RuntimeStore:
     """The runtime store; without `create`, a missing file is an error to handle.
 
     Raises:
-        CommandError: the file is missing and `create` is False.
+        CommandError: the file is missing and `create` is False, or the
+            database cannot be reached.
     """
-    if not create and not target.store_path.exists():
+    if not create and not store_exists(target):
         raise CommandError(
-            f"no runtime store at {str(target.store_path)!r}; pass `--store` (or "
+            f"no runtime store at {target.store!r}; pass `--store` (or "
             "`--state-dir`) where the worker writes it"
         )
-    return await SQLiteRuntimeStore.open(target.store_path)
+    try:
+        return await open_runtime_store(target.store)
+    except UserError as e:
+        raise CommandError(str(e)) from e
+
+
+def store_label(store: RuntimeStore) -> str:
+    """How banners name a store: its file, or its database without credentials."""
+    for attribute in ("path", "description"):
+        value = getattr(store, attribute, None)
+        if value is not None:
+            return str(value)
+    return type(store).__name__
 
 
 def store_exists(target: Target) -> bool:
-    """Whether the runtime store file exists (read commands treat none as empty)."""
-    return target.store_path.exists()
+    """Whether the runtime store exists (read commands treat a missing file as empty).
+
+    A database is assumed to exist: opening it says clearly if it cannot be reached.
+    """
+    return is_database_url(target.store) or Path(target.store).exists()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,6 +5,7 @@ from ._conformance import run_runtime_store_conformance
 from ._media import DirectoryMediaStore, InMemoryMediaStore, MediaStore
 from ._media_conformance import run_media_store_conformance
 from ._memory import InMemoryRuntimeStore
+from ._open import is_database_url, open_runtime_store
 from ._protocols import RuntimeStore, SegmentConflictError
 from ._sqlite import SQLiteRuntimeStore
 
@@ -17,6 +18,8 @@ __all__ = [
     "RuntimeStore",
     "SQLiteRuntimeStore",
     "SegmentConflictError",
+    "is_database_url",
+    "open_runtime_store",
     "run_media_store_conformance",
     "run_runtime_store_conformance",
 ]

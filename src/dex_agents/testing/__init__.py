@@ -19,6 +19,7 @@ from ._ledger_flow import (
     ledger_tools,
 )
 from ._mock_messages_api import MockMessagesApi, RecordedRequest
+from ._postgres_server import PostgresNotAvailable, PostgresTestServer
 from ._refusing_proxy import RefusingProxy
 from ._s3_server import S3TestServer
 from ._scripted_runner import ScriptedRunner, ScriptedTool
@@ -32,6 +33,8 @@ __all__ = [
     "Ledger",
     "LedgerFlowConfig",
     "MockMessagesApi",
+    "PostgresNotAvailable",
+    "PostgresTestServer",
     "RecordedRequest",
     "RefusingProxy",
     "S3TestServer",

@@ -28,6 +28,7 @@ class WorkerProcessConfig:
     address: str
     namespace: str
     store_path: str
+    """The runtime store: a SQLite file, or a `postgresql://` URL."""
     flow: LedgerFlowConfig | None = None
     """A scripted ledger flow to serve, or"""
     flow_ref: str | None = None
@@ -108,7 +109,7 @@ class WorkerProcess:
 async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     from temporalio.client import Client
 
-    from ..stores import SQLiteRuntimeStore
+    from ..stores import open_runtime_store
     from ..temporal import create_worker
     from ..temporal._converter import data_converter as pydantic_data_converter
     from ._ledger_flow import ledger_flow
@@ -126,7 +127,7 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
         namespace=config.namespace,
         data_converter=pydantic_data_converter,
     )
-    store = SQLiteRuntimeStore(config.store_path)
+    store = await open_runtime_store(config.store_path)
     worker = create_worker(client, [flow], store=store)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
