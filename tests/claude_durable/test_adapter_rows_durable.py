@@ -74,6 +74,7 @@ async def test_row70_an_approved_custom_read_runs_in_its_call_tool_step(
         snap = await agent.sessions.wait_for_idle(sid)
         [record] = snap.turns[0].tool_calls
         assert (record.status, record.output) == ("finished", "order 7: inspected")
+        assert record.attempts == 2
         assert snap.turns[0].final_text == "done: order 7: inspected"
         runs = agent.runs_of("inspect_order")
         key = f"{sid}/turn-1/{interrupt.tool_call_id}"
@@ -99,6 +100,7 @@ async def test_row76_a_throwing_idempotent_write_retries_then_is_outcome_unknown
         snap = await agent.sessions.wait_for_idle(sid)
         [record] = snap.turns[0].tool_calls
         assert (record.tool_name, record.status) == ("sync_crm", "outcome_unknown")
+        assert record.attempts == 3
         runs = agent.runs_of("sync_crm")
         key = f"{sid}/turn-1/{record.tool_call_id}"
         assert [
@@ -129,6 +131,7 @@ async def test_row76_a_throwing_single_attempt_write_is_outcome_unknown_at_once(
         snap = await agent.sessions.wait_for_idle(sid)
         [record] = snap.turns[0].tool_calls
         assert (record.tool_name, record.status) == ("charge_card", "outcome_unknown")
+        assert record.attempts == 1
         runs = agent.runs_of("charge_card")
         assert len(runs) == 1
         assert runs[0].execution is not None and runs[0].execution.attempt == 1

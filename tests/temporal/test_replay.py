@@ -1,8 +1,10 @@
 """Recorded session histories replay on the current workflow code (determinism guard).
 
 Record new histories after a deliberate, `workflow.patched()`-guarded change with
-`DEX_AGENTS_RECORD_HISTORIES=1 pytest tests/temporal/test_replay.py`; never
-re-record to make a failing replay pass.
+`DEX_AGENTS_RECORD_HISTORIES=<label> pytest tests/temporal/test_replay.py`, which
+writes `<scenario>.<label>.json` beside the older ones: every recorded history
+keeps replaying, so a session started on any earlier release can continue.
+Never re-record to make a failing replay pass.
 """
 
 from __future__ import annotations
@@ -37,9 +39,11 @@ def _flow(tmp_path: Path):
     return ledger_flow(make_config(tmp_path, FLOW_TYPE))
 
 
+_LABEL = os.environ.get("DEX_AGENTS_RECORD_HISTORIES", "")
+
+
 @pytest.mark.skipif(
-    os.environ.get("DEX_AGENTS_RECORD_HISTORIES") != "1",
-    reason="records histories only when DEX_AGENTS_RECORD_HISTORIES=1",
+    not _LABEL, reason="records histories only when DEX_AGENTS_RECORD_HISTORIES=<label>"
 )
 async def test_record_histories(client: Client, tmp_path: Path) -> None:
     flow = _flow(tmp_path)
@@ -61,14 +65,25 @@ async def test_record_histories(client: Client, tmp_path: Path) -> None:
                     )
                     await sessions.wait_for_idle(sid)
             history = await client.get_workflow_handle(sid).fetch_history()
-            (HISTORIES / f"{name}.json").write_text(history.to_json())
+            (HISTORIES / f"{name}.{_LABEL}.json").write_text(history.to_json())
     await store.close()
 
 
-@pytest.mark.parametrize("name", sorted(SCENARIOS))
-async def test_recorded_history_replays(name: str, tmp_path: Path) -> None:
-    path = HISTORIES / f"{name}.json"
-    history = WorkflowHistory.from_json(f"replay-{name}", path.read_text())
+RECORDED = sorted(HISTORIES.glob("*.json"))
+
+
+def test_every_scenario_is_recorded_before_and_after_each_patch() -> None:
+    labels = {p.name.split(".", 1)[1].removesuffix(".json") for p in RECORDED}
+    assert {"0.1.0", "tool-record-attempts"} <= labels
+    for label in labels:
+        assert {p.name for p in RECORDED if p.name.endswith(f".{label}.json")} == {
+            f"{name}.{label}.json" for name in SCENARIOS
+        }
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
+async def test_recorded_history_replays(path: Path, tmp_path: Path) -> None:
+    history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
     replayer = Replayer(
         workflows=[_flow(tmp_path).workflow_class],
         data_converter=pydantic_data_converter,

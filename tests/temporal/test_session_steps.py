@@ -22,6 +22,7 @@ async def test_idempotent_write_retries_with_the_same_key(harness: Harness) -> N
     )
     snap = await harness.sessions.wait_for_idle(sid)
     assert snap.turns[0].final_text == "done: send_email=sent to a@b.c"
+    assert snap.turns[0].tool_calls[0].attempts == 2
     attempts = harness.ledger.entries("send_email_attempt")
     assert [a["attempt"] for a in attempts] == [1, 2]
     assert [a["key"] for a in attempts] == [f"{sid}/turn-1/call_turn-1_0"] * 2
@@ -37,7 +38,7 @@ async def test_idempotent_write_out_of_attempts_is_outcome_unknown(
     )
     snap = await harness.sessions.wait_for_idle(sid)
     (record,) = snap.turns[0].tool_calls
-    assert record.status == "outcome_unknown"
+    assert (record.status, record.attempts) == ("outcome_unknown", 3)
     assert [a["attempt"] for a in harness.ledger.entries("send_email_attempt")] == [
         1,
         2,
@@ -71,6 +72,7 @@ async def test_tool_execution_error_records_failed(harness: Harness) -> None:
     snap = await harness.sessions.wait_for_idle(sid)
     (record,) = snap.turns[0].tool_calls
     assert (record.status, record.output) == ("failed", "order 5 cannot be refunded")
+    assert record.attempts == 1
     assert harness.ledger.count("create_refund_started") == 1
 
 

@@ -115,19 +115,29 @@ async def _heartbeating(
             await task
 
 
-def _engine_error(err: Exception) -> ApplicationError:
-    """Retry policy is decided here, at the engine edge, from the error's own fields."""
+def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationError:
+    """Retry policy is decided here, at the engine edge, from the error's own fields.
+
+    A tool Step's error carries its attempt as the details, so the record of a
+    call that ended outcome_unknown says how many attempts ran.
+    """
+    details = () if attempt is None else ({"attempt": attempt},)
     if isinstance(err, SessionError):
         delay = timedelta(seconds=err.retry_after) if err.retry_after else None
         return ApplicationError(
             str(err),
+            *details,
             type=type(err).__name__,
             non_retryable=not err.retryable,
             next_retry_delay=delay,
         )
     if isinstance(err, UserError | TypeError):
-        return ApplicationError(str(err), type=type(err).__name__, non_retryable=True)
-    return ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__)
+        return ApplicationError(
+            str(err), *details, type=type(err).__name__, non_retryable=True
+        )
+    return ApplicationError(
+        f"{type(err).__name__}: {err}", *details, type=type(err).__name__
+    )
 
 
 def _span_recorder() -> Callable[..., None] | None:
@@ -304,7 +314,7 @@ def build_activities(
             except ToolExecutionError as err:
                 outcome = ToolOutcome(output=str(err), is_error=True)
             except Exception as err:
-                raise _engine_error(err) from err
+                raise _engine_error(err, attempt=attempt) from err
             finally:
                 reset_current_deferred_tool_execution(token)
             if not outcome.finished_by_resumed_turn:
@@ -324,6 +334,7 @@ def build_activities(
             is_error=outcome.is_error,
             finished_by_resumed_turn=outcome.finished_by_resumed_turn,
             images=list(outcome.images),
+            attempt=attempt,
         )
 
     @activity.defn(name=names.call_tool)

@@ -181,6 +181,8 @@ class CallToolOutput:
     finished_by_resumed_turn: bool = False
     images: list[ImageReference] = field(default_factory=lambda: [])
     """References of the result's images (the bytes stay in the media store)."""
+    attempt: int = 0
+    """The attempt that produced it (0 in results recorded before it was sent)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -62,6 +62,10 @@ NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError"]
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
 _KEEP_IDS = 500
+
+# Patches, one per change to workflow logic since the first release (0.1.0).
+_PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
+"""Tool records say how many attempts their Step ran (they said 0 before)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -465,6 +469,8 @@ class AgentSessionWorkflow:
                 finished_by_resumed_turn=out.finished_by_resumed_turn,
                 images=tuple(out.images),
             )
+            if workflow.patched(_PATCH_RECORD_ATTEMPTS):
+                record = replace(record, attempts=out.attempt)
         except ActivityError as err:
             record = ToolRecord(
                 tool_call_id=call.tool_call_id,
@@ -473,6 +479,8 @@ class AgentSessionWorkflow:
                 status="outcome_unknown",
                 output=_failure_text(err),
             )
+            if workflow.patched(_PATCH_RECORD_ATTEMPTS):
+                record = replace(record, attempts=_failed_attempts(err, attempts))
         self._record(active, record)
 
     async def _fail_turn(self, active: ActiveTurn, reason: str) -> None:
@@ -562,6 +570,23 @@ def _clip(text: str | None) -> str:
     if len(text) <= SUMMARY_TEXT_LIMIT:
         return text
     return text[: SUMMARY_TEXT_LIMIT - 1] + "…"
+
+
+def _failed_attempts(err: ActivityError, maximum: int) -> int:
+    """How many attempts a failed tool Step ran.
+
+    The activity's own error names its attempt; a timeout (a crashed or hung
+    worker) carries none, but Temporal retries timeouts, so the Step ended only
+    once it used every attempt.
+    """
+    cause = err.cause
+    if isinstance(cause, ApplicationError) and cause.details:
+        first = cause.details[0]
+        if isinstance(first, dict):
+            attempt = cast(dict[str, object], first).get("attempt")
+            if isinstance(attempt, int):
+                return attempt
+    return maximum
 
 
 def _failure_text(err: ActivityError) -> str:
