@@ -126,3 +126,23 @@ async def test_a_stdio_server_serves_a_session_too(
     assert (record.tool_name, record.status) == ("set_limit", "finished")
     assert snap.turns[0].final_text == "done: limit of a: 3"
     assert ledger.count("mcp_set_limit") == 1
+
+
+async def test_a_write_whose_server_dies_mid_call_records_outcome_unknown(
+    client: Client, flow_type: str, tmp_path: Path
+) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    source = MCPServerToolSource(stdio_server(ledger.path), source_name="ledger")
+    async with mcp_agent(client, flow_type, tmp_path, source) as sessions:
+        sid = "dies"
+        await sessions.start(
+            sid, initial_message='dex-script: call append_and_crash {"account": "a"}'
+        )
+        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+        assert interrupt.effect == "non_idempotent_write"
+        await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+        snap = await sessions.wait_for_idle(sid)
+    (record,) = snap.turns[0].tool_calls
+    # The server applied the entry and died: the session must not claim either way.
+    assert (record.status, record.attempts) == ("outcome_unknown", 1)
+    assert ledger.count("mcp_entry") == 1
