@@ -38,7 +38,7 @@ async def test_row55_a_forbidden_option_fails_the_turn_without_a_retry(
             ("turn-1", 1)
         ]
         # The session goes on: a later turn of an allowed session still answers.
-        ok = "allowed"
+        ok = "row55-allowed"
         await agent.sessions.start(ok, initial_message="dex-script: say hi")
         answered = await agent.sessions.wait_for_idle(ok)
         assert answered.turns[0].final_text == "said: hi"

@@ -74,7 +74,7 @@ async def test_a_rejected_write_never_reaches_the_server(
     async with http_server(ledger.path) as server:
         source = MCPServerToolSource(server, source_name="ledger")
         async with mcp_agent(client, flow_type, tmp_path, source) as sessions:
-            sid = "rejected"
+            sid = "mcp-rejected"
             await sessions.start(
                 sid,
                 initial_message='dex-script: call append_entry {"account": "a", "amount": 5}',
@@ -96,7 +96,7 @@ async def test_bad_arguments_never_reach_the_server(
     async with http_server(ledger.path) as server:
         source = MCPServerToolSource(server, source_name="ledger")
         async with mcp_agent(client, flow_type, tmp_path, source) as sessions:
-            sid = "bad-args"
+            sid = "mcp-bad-args"
             await sessions.start(
                 sid, initial_message='dex-script: call append_entry {"account": "a"}'
             )

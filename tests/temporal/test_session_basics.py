@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import uuid
+from pathlib import Path
+
 import pytest
-from session_harness import Harness
+from session_harness import Harness, make_config
+from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions, UnknownInterruptError, UserError
-from dex_agents.temporal import create_agent_session_flow
-from dex_agents.testing import ScriptedRunner
+from dex_agents.temporal import create_agent_session_flow, start_agent_session
+from dex_agents.testing import ScriptedRunner, ledger_flow
 
 
 async def test_say_turn_completes_and_snapshot_holds_messages(harness: Harness) -> None:
@@ -165,3 +170,18 @@ async def test_long_answers_are_clipped_in_the_summary_and_whole_in_messages(
     assert len(snap.turns[0].final_text) == 1000
     assert snap.turns[0].final_text.endswith("…")
     assert snap.messages[-1].text == f"said: {long}"
+
+
+async def test_a_session_id_held_by_another_flow_type_is_a_clear_error(
+    harness: Harness, client: Client, tmp_path: Path
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="say first")
+    await harness.sessions.wait_for_idle(sid)
+    other = ledger_flow(make_config(tmp_path, f"Other{uuid.uuid4().hex[:8]}"))
+    # Without the check this would wait forever: no worker serves the other type.
+    async with asyncio.timeout(20):
+        with pytest.raises(UserError, match=f"session '{sid}' already exists as a"):
+            await start_agent_session(client, other, sid, initial_message="hi")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert [t.final_text for t in snap.turns] == ["said: first"]

@@ -10,12 +10,13 @@ from pydantic import TypeAdapter
 from temporalio.client import (
     Client,
     WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
+from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import EngineError, UnknownInterruptError, UserError
 from ..session import EventRecord, ImageReference
@@ -63,6 +64,7 @@ async def start_agent_session(
     `initial_images` go with `initial_message` (which may then be empty). Returns
     what `send_user_message` returns, or True when no message was given.
     """
+    await _refuse_other_flow(client, flow, session_id)
     operation = WithStartWorkflowOperation(
         flow.flow_type,
         SessionInput(),
@@ -84,6 +86,34 @@ async def start_agent_session(
             ),
             start_workflow_operation=operation,
             result_type=bool,
+        )
+
+
+async def _refuse_other_flow(
+    client: Client, flow: AgentSessionFlow, session_id: str
+) -> None:
+    """Refuse a session ID that a running session of another flow type holds.
+
+    Update-with-start would attach to that session, whose workers poll another
+    task queue, and wait forever (no worker of this flow serves it).
+
+    Raises:
+        UserError: The ID belongs to a running session of another flow type.
+    """
+    try:
+        description = await _handle(client, session_id).describe()
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return
+        raise
+    if (
+        description.status == WorkflowExecutionStatus.RUNNING
+        and description.workflow_type != flow.flow_type
+    ):
+        raise UserError(
+            f"session {session_id!r} already exists as a {description.workflow_type!r} "
+            f"session, not {flow.flow_type!r}; session IDs are unique in a namespace, "
+            "so choose another ID for this session"
         )
 
 
