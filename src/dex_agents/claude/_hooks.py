@@ -234,14 +234,17 @@ class ToolPermissions:
         ran or was approved: a custom record replays only as this server's tool
         of that name, never as a tool inside the CLI (a Bash call replaying a
         custom record would run Bash with the custom tool's arguments), and a
-        CLI record never as a served tool. None when the two disagree.
+        CLI record never as a served tool. A record named like a served tool is
+        a custom or source record whatever the run state says, so it never
+        replays as a CLI tool either. None when the two disagree.
         """
         name = pending.record.tool_name
         match pending.kind:
             case "custom":
                 return None if name.startswith("mcp__") else f"{self._prefix}{name}"
             case "cli":
-                return None if name.startswith(self._prefix) else name
+                served = name.startswith(self._prefix) or name in self._tools
+                return None if served else name
             case _:
                 assert_never(pending.kind)
 
