@@ -30,7 +30,7 @@ async def open_runtime_store(location: str | os.PathLike[str]) -> RuntimeStore:
         ImportError: A PostgreSQL URL without the `[postgres]` extra installed.
     """
     if is_database_url(location):
-        from ..postgres import PostgresRuntimeStore
+        from ._postgres import PostgresRuntimeStore
 
         return await PostgresRuntimeStore.open(str(location))
     return await SQLiteRuntimeStore.open(Path(location).expanduser())

@@ -1,0 +1,414 @@
+"""`PostgresRuntimeStore`: the runtime store that every machine of a deployment shares.
+
+The SQLite store is one file on one machine. Past one machine, workers and
+clients on different hosts must see the same transcript segments, event log
+and snapshot projections, so they share one PostgreSQL database (extra
+`[postgres]`). Every guarantee of the `RuntimeStore` contract is made by the
+database, never by process state:
+
+- event cursors come from a per-session counter row, incremented with
+  `INSERT ... ON CONFLICT DO UPDATE ... RETURNING` in the transaction that
+  inserts the events, so writers on different hosts never share a cursor and a
+  rolled-back append leaves no gap that a reader could skip past;
+- a snapshot replaces the stored one only when its `version` is not lower, in
+  one statement, and its listing order comes from a sequence, so it is strict
+  across hosts whatever their clocks say;
+- the tables are created on first use under a transaction-scoped advisory
+  lock, so two workers starting at once do not race on `CREATE TABLE`.
+
+Followers poll (`poll_interval`) like the SQLite store, which keeps the store
+usable behind connection poolers that do not pass `LISTEN`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, LiteralString, Self, cast
+
+from pydantic import TypeAdapter
+
+from .._errors import UserError
+from ..session import EventRecord, JsonObject, StoredMessage
+from ._protocols import SegmentConflictError
+from ._rules import order_chain, snapshot_version
+
+try:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import AsyncConnectionPool
+except ImportError as e:  # pragma: no cover - exercised only without the extra
+    raise ImportError(
+        'the PostgreSQL runtime store needs psycopg: pip install "dex-agents[postgres]"'
+    ) from e
+
+_MESSAGES = TypeAdapter(list[StoredMessage])
+_EVENT = TypeAdapter(EventRecord)
+_JSON_OBJECT = TypeAdapter(JsonObject)
+
+_PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
+_SCHEMA_LOCK = 0x64657861  # "dexa": serializes CREATE TABLE between hosts
+
+
+def _sql(text: str) -> LiteralString:
+    """A query built from constants and the validated table prefix only."""
+    return cast(LiteralString, text)
+
+
+def _schema(p: str) -> list[str]:
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {p}segments (
+            session_id TEXT NOT NULL,
+            segment_id TEXT NOT NULL,
+            parent_id TEXT,
+            body TEXT NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (session_id, segment_id))""",
+        f"""CREATE TABLE IF NOT EXISTS {p}event_cursors (
+            session_id TEXT PRIMARY KEY,
+            last_cursor BIGINT NOT NULL)""",
+        f"""CREATE TABLE IF NOT EXISTS {p}events (
+            session_id TEXT NOT NULL,
+            cursor BIGINT NOT NULL,
+            turn_id TEXT NOT NULL,
+            step_execution_id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            seq INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            data TEXT NOT NULL,
+            PRIMARY KEY (session_id, cursor))""",
+        f"CREATE SEQUENCE IF NOT EXISTS {p}snapshot_order",
+        f"""CREATE TABLE IF NOT EXISTS {p}snapshots (
+            session_id TEXT PRIMARY KEY,
+            version BIGINT NOT NULL,
+            updated_order BIGINT NOT NULL,
+            body TEXT NOT NULL)""",
+        f"""CREATE INDEX IF NOT EXISTS {p}snapshots_by_update
+            ON {p}snapshots (updated_order)""",
+    ]
+
+
+class PostgresRuntimeStore:
+    """`RuntimeStore` on a PostgreSQL database shared by every worker and client.
+
+    The constructor connects to nothing; the pool opens and the tables are
+    created by `open` or by the first call. Close the store to release its
+    connections.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        table_prefix: str = "dex_agents_",
+        max_connections: int = 10,
+    ) -> None:
+        """Prepare a store on the database `dsn`.
+
+        Args:
+            dsn: A libpq connection string or `postgresql://` URL.
+            table_prefix: Prefix of the store's tables, so they can live beside
+                an application's own tables in one database.
+            max_connections: The pool's size; each concurrent call holds one.
+
+        Raises:
+            UserError: The prefix is not a plain lowercase SQL identifier.
+        """
+        if not _PREFIX.fullmatch(table_prefix):
+            raise UserError(
+                f"table_prefix {table_prefix!r} must be lowercase letters, digits "
+                "and underscores, starting with a letter or underscore (at most 31)"
+            )
+        self.dsn = dsn
+        self._p = table_prefix
+        self._pool: AsyncConnectionPool[psycopg.AsyncConnection[Any]] = (
+            AsyncConnectionPool(
+                dsn,
+                connection_class=psycopg.AsyncConnection[Any],
+                min_size=1,
+                max_size=max_connections,
+                open=False,
+            )
+        )
+        self._ready: asyncio.Lock | None = None
+        self._opened = False
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        table_prefix: str = "dex_agents_",
+        max_connections: int = 10,
+    ) -> Self:
+        """Create the store, connect, and create its tables now, so a bad DSN fails here."""
+        store = cls(dsn, table_prefix=table_prefix, max_connections=max_connections)
+        await store._ensure_open()
+        return store
+
+    @property
+    def description(self) -> str:
+        """The database, for messages: host, port and name, never the password."""
+        try:
+            info = conninfo_to_dict(self.dsn)
+        except psycopg.ProgrammingError:
+            return "PostgreSQL (unparsable DSN)"
+        host, port, name = info.get("host"), info.get("port"), info.get("dbname")
+        where = f"{host or 'localhost'}:{port or 5432}"
+        return f"PostgreSQL {where}/{name or ''} (tables {self._p}*)"
+
+    # -- plumbing ----------------------------------------------------------
+
+    async def _ensure_open(self) -> AsyncConnectionPool[psycopg.AsyncConnection[Any]]:
+        if self._closed:
+            raise UserError("the PostgreSQL runtime store is closed")
+        if self._opened:
+            return self._pool
+        if self._ready is None:
+            self._ready = asyncio.Lock()
+        async with self._ready:
+            if not self._opened:
+                # One direct connection first: a bad DSN fails with the server's
+                # own reason, where the pool would only time out.
+                try:
+                    conn = await psycopg.AsyncConnection.connect(
+                        self.dsn, autocommit=True, connect_timeout=10
+                    )
+                except psycopg.Error as e:
+                    raise UserError(
+                        f"cannot connect to the PostgreSQL runtime store: {e}".rstrip()
+                        + "; check the DSN and that the server is reachable"
+                    ) from e
+                async with conn, conn.transaction():
+                    await conn.execute(
+                        "SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,)
+                    )
+                    for statement in _schema(self._p):
+                        await conn.execute(_sql(statement))
+                await self._pool.open()
+                self._opened = True
+        return self._pool
+
+    async def _fetch(
+        self, sql: str, params: Sequence[Any] | Mapping[str, Any]
+    ) -> list[tuple[Any, ...]]:
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            cur = await conn.execute(_sql(sql), params)
+            return await cur.fetchall()
+
+    # -- segments ----------------------------------------------------------
+
+    async def put_segment(
+        self,
+        session_id: str,
+        segment_id: str,
+        parent_id: str | None,
+        messages: Sequence[StoredMessage],
+    ) -> None:
+        """Write one immutable segment; see `RuntimeStore.put_segment`."""
+        body = _MESSAGES.dump_json(list(messages)).decode()
+        wanted = _MESSAGES.validate_json(body)
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            cur = await conn.execute(
+                _sql(
+                    f"INSERT INTO {self._p}segments"
+                    " (session_id, segment_id, parent_id, body)"
+                    " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
+                ),
+                (session_id, segment_id, parent_id, body),
+            )
+            if cur.rowcount == 1:
+                return
+            cur = await conn.execute(
+                _sql(
+                    f"SELECT parent_id, body FROM {self._p}segments"
+                    " WHERE session_id = %s AND segment_id = %s"
+                ),
+                (session_id, segment_id),
+            )
+            row = await cur.fetchone()
+        assert row is not None  # the insert conflicted with this very row
+        if row[0] != parent_id or _MESSAGES.validate_json(row[1]) != wanted:
+            raise SegmentConflictError(
+                f"segment {segment_id!r} of session {session_id!r} was already "
+                "written with different content; segments are immutable, so "
+                "write a new segment ID (include the attempt)"
+            )
+
+    async def read_segment(
+        self, session_id: str, segment_id: str
+    ) -> list[StoredMessage]:
+        """The messages of one segment; `KeyError` if it was never written."""
+        rows = await self._fetch(
+            f"SELECT body FROM {self._p}segments"
+            " WHERE session_id = %s AND segment_id = %s",
+            (session_id, segment_id),
+        )
+        if not rows:
+            raise KeyError(f"session {session_id!r} has no segment {segment_id!r}")
+        return _MESSAGES.validate_json(rows[0][0])
+
+    async def read_transcript(
+        self, session_id: str, head_id: str | None
+    ) -> list[StoredMessage]:
+        """Every message on the chain ending at `head_id`, oldest segment first."""
+        if head_id is None:
+            return []
+        # UNION (not UNION ALL) stops a corrupt, looping chain; the order is
+        # rebuilt from the parent links, which also names a missing segment.
+        rows = await self._fetch(
+            f"""WITH RECURSIVE chain(segment_id, parent_id, body) AS (
+                SELECT segment_id, parent_id, body FROM {self._p}segments
+                WHERE session_id = %(s)s AND segment_id = %(h)s
+                UNION
+                SELECT s.segment_id, s.parent_id, s.body FROM {self._p}segments AS s
+                JOIN chain ON s.segment_id = chain.parent_id
+                WHERE s.session_id = %(s)s)
+            SELECT segment_id, parent_id, body FROM chain""",
+            {"s": session_id, "h": head_id},
+        )
+        parents = {segment_id: parent for segment_id, parent, _ in rows}
+        bodies = {segment_id: body for segment_id, _, body in rows}
+        messages: list[StoredMessage] = []
+        for segment_id in order_chain(session_id, head_id, parents):
+            messages.extend(_MESSAGES.validate_json(bodies[segment_id]))
+        return messages
+
+    # -- events ------------------------------------------------------------
+
+    async def append_events(self, events: Sequence[EventRecord]) -> list[int]:
+        """Append events and return their cursors; see `RuntimeStore.append_events`."""
+        if not events:
+            return []
+        counts: dict[str, int] = {}
+        for e in events:
+            counts[e.session_id] = counts.get(e.session_id, 0) + 1
+        pool = await self._ensure_open()
+        async with pool.connection() as conn, conn.transaction():
+            # Sessions in a fixed order, so two appends never wait on each other's rows.
+            next_cursor: dict[str, int] = {}
+            for session_id in sorted(counts):
+                cur = await conn.execute(
+                    _sql(
+                        f"INSERT INTO {self._p}event_cursors AS c VALUES (%s, %s)"
+                        " ON CONFLICT (session_id) DO UPDATE"
+                        " SET last_cursor = c.last_cursor + excluded.last_cursor"
+                        " RETURNING last_cursor"
+                    ),
+                    (session_id, counts[session_id]),
+                )
+                row = await cur.fetchone()
+                assert row is not None
+                next_cursor[session_id] = int(row[0]) - counts[session_id] + 1
+            cursors: list[int] = []
+            rows: list[tuple[Any, ...]] = []
+            for e in events:
+                cursor = next_cursor[e.session_id]
+                next_cursor[e.session_id] += 1
+                cursors.append(cursor)
+                rows.append(
+                    (
+                        e.session_id,
+                        cursor,
+                        e.turn_id,
+                        e.step_execution_id,
+                        e.attempt,
+                        e.seq,
+                        e.type,
+                        _JSON_OBJECT.dump_json(e.data).decode(),
+                    )
+                )
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    _sql(
+                        f"INSERT INTO {self._p}events VALUES"
+                        " (%s, %s, %s, %s, %s, %s, %s, %s)"
+                    ),
+                    rows,
+                )
+        return cursors
+
+    async def read_events(
+        self, session_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[EventRecord]:
+        """Events of `session_id` with a cursor above `after`, in cursor order."""
+        rows = await self._fetch(
+            "SELECT cursor, turn_id, step_execution_id, attempt, seq, type, data"
+            f" FROM {self._p}events WHERE session_id = %s AND cursor > %s"
+            " ORDER BY cursor LIMIT %s",
+            (session_id, after, limit),
+        )
+        return [
+            _EVENT.validate_python(
+                {
+                    "session_id": session_id,
+                    "cursor": cursor,
+                    "turn_id": turn_id,
+                    "step_execution_id": step_execution_id,
+                    "attempt": attempt,
+                    "seq": seq,
+                    "type": type_,
+                    "data": _JSON_OBJECT.validate_json(data),
+                }
+            )
+            for cursor, turn_id, step_execution_id, attempt, seq, type_, data in rows
+        ]
+
+    async def follow_events(
+        self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
+    ) -> AsyncIterator[EventRecord]:
+        """Yield events after `after` as they are appended, until the consumer stops."""
+        cursor = after
+        while True:
+            batch = await self.read_events(session_id, after=cursor)
+            for event in batch:
+                cursor = event.cursor
+                yield event
+            if not batch:
+                await asyncio.sleep(poll_interval)
+
+    # -- snapshots ---------------------------------------------------------
+
+    async def put_snapshot(self, session_id: str, snapshot: JsonObject) -> None:
+        """Replace the session's projection unless it holds a higher `version`."""
+        version = snapshot_version(snapshot)
+        body = _JSON_OBJECT.dump_json(snapshot).decode()
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            await conn.execute(
+                _sql(
+                    f"INSERT INTO {self._p}snapshots AS s"
+                    f" VALUES (%s, %s, nextval('{self._p}snapshot_order'), %s)"
+                    " ON CONFLICT (session_id) DO UPDATE SET"
+                    " version = excluded.version,"
+                    " updated_order = excluded.updated_order, body = excluded.body"
+                    " WHERE excluded.version >= s.version"
+                ),
+                (session_id, version, body),
+            )
+
+    async def get_snapshot(self, session_id: str) -> JsonObject | None:
+        """The last projection of the session, or None."""
+        rows = await self._fetch(
+            f"SELECT body FROM {self._p}snapshots WHERE session_id = %s",
+            (session_id,),
+        )
+        return _JSON_OBJECT.validate_json(rows[0][0]) if rows else None
+
+    async def list_snapshots(self) -> list[JsonObject]:
+        """Every session's projection, most recently updated first."""
+        rows = await self._fetch(
+            f"SELECT body FROM {self._p}snapshots ORDER BY updated_order DESC", ()
+        )
+        return [_JSON_OBJECT.validate_json(body) for (body,) in rows]
+
+    async def close(self) -> None:
+        """Close the pool; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._pool.close()
