@@ -1,0 +1,174 @@
+"""A small Claude agent on the fake CLI for the audit's engine tests, in-process.
+
+Unlike `fake_suite_agent` it lets a test choose what the audit rows turn on: the
+custom tool server's name, `allowed_tools`, the session options (the real
+defaults, or a spend limit), and a recording `cli_path` that logs every CLI
+run's argv. Its tools record their runs in a JSON-lines `Ledger`:
+
+- `audit_lookup` has no annotations; the definition's policy makes it a read;
+- `audit_refund` is a non-idempotent write by the definition's policy;
+- `audit_charge` has neither policy nor annotations (the session's default
+  effect decides it) and always raises after recording its attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import stat
+import sys
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from claude_agent_sdk import ClaudeAgentOptions, tool
+from temporalio.client import Client
+
+from dex_agents import AgentSessionOptions, ToolPolicy
+from dex_agents.claude import (
+    DEFAULT_CUSTOM_TOOL_SERVER_NAME,
+    ClaudeAgentDefinition,
+    ClaudeAgentOptionsContext,
+    create_claude_agent_session_flow,
+)
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
+from dex_agents.testing import Ledger, fake_claude_cli_path
+
+
+def audit_tools(ledger: Ledger) -> list[Any]:
+    """The agent's custom tools; every run is a ledger row."""
+
+    @tool("audit_lookup", "Look up an order", {"orderId": str})
+    async def audit_lookup(args: dict[str, Any]) -> dict[str, Any]:
+        ledger.record("audit_lookup", order_id=args["orderId"])
+        return _text(f"order {args['orderId']}: arrived broken")
+
+    @tool("audit_refund", "Refund an order", {"orderId": str})
+    async def audit_refund(args: dict[str, Any]) -> dict[str, Any]:
+        ledger.record("audit_refund", order_id=args["orderId"])
+        return _text(f"refunded order {args['orderId']}")
+
+    @tool("audit_charge", "Charge a card", {"amount": int})
+    async def audit_charge(args: dict[str, Any]) -> dict[str, Any]:
+        ledger.record("audit_charge_attempt", amount=args["amount"])
+        raise ConnectionError("payment provider unreachable")
+
+    return [audit_lookup, audit_refund, audit_charge]
+
+
+AUDIT_POLICIES = {
+    "audit_lookup": ToolPolicy(effect="read"),
+    "audit_refund": ToolPolicy(effect="non_idempotent_write"),
+}
+"""By bare name, whatever the server is called; `audit_charge` has none."""
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}]}
+
+
+def recording_cli_path(base: Path) -> tuple[Path, Path]:
+    """A `cli_path` that appends its argv (one JSON list per line), then runs the fake.
+
+    Returns the script and the log it writes.
+    """
+    log = base / "audit-cli-argv.jsonl"
+    script = base / "audit-recording-claude"
+    record = "import json, sys; open(sys.argv[1], 'a').write(json.dumps(sys.argv[2:]) + '\\n')"
+    script.write_text(
+        "#!/bin/sh\n"
+        f"{shlex.quote(sys.executable)} -I -c {shlex.quote(record)} "
+        f'{shlex.quote(str(log))} "$@"\n'
+        f'exec {shlex.quote(str(fake_claude_cli_path()))} "$@"\n'
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script, log
+
+
+def cli_runs(log: Path) -> list[list[str]]:
+    """The argv of every CLI run the recording script saw, in order."""
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+@dataclass(kw_only=True)
+class AuditRig:
+    """One test's session client and ledger."""
+
+    sessions: SessionClient
+    ledger: Ledger
+    flow: AgentSessionFlow
+
+
+def build_audit_flow(
+    *,
+    flow_type: str,
+    base: Path,
+    ledger: Ledger,
+    session_options: AgentSessionOptions,
+    server_name: str = DEFAULT_CUSTOM_TOOL_SERVER_NAME,
+    allowed_tools: Sequence[str] = (),
+    cli_path: Path | None = None,
+) -> AgentSessionFlow:
+    """The audit agent's session flow under `flow_type`."""
+    workdir = base / "sessions"
+    path = str(cli_path or fake_claude_cli_path())
+
+    def options(context: ClaudeAgentOptionsContext) -> ClaudeAgentOptions:
+        cwd = workdir / context.flow_id
+        cwd.mkdir(parents=True, exist_ok=True)
+        return ClaudeAgentOptions(
+            cli_path=path,
+            cwd=str(cwd.resolve()),
+            tools=["Bash"],
+            setting_sources=[],
+            env={},
+            allowed_tools=list(allowed_tools),
+        )
+
+    return create_claude_agent_session_flow(
+        ClaudeAgentDefinition(
+            options=options,
+            custom_tools=audit_tools(ledger),
+            tool_policies=AUDIT_POLICIES,
+            custom_tool_server_name=server_name,
+        ),
+        flow_type,
+        session_options,
+    )
+
+
+@asynccontextmanager
+async def audit_rig(
+    client: Client,
+    *,
+    flow_type: str,
+    base: Path,
+    session_options: AgentSessionOptions,
+    server_name: str = DEFAULT_CUSTOM_TOOL_SERVER_NAME,
+    allowed_tools: Sequence[str] = (),
+    cli_path: Path | None = None,
+) -> AsyncIterator[AuditRig]:
+    """The audit agent served by a worker inside the test process."""
+    ledger = Ledger(base / "audit-ledger.jsonl")
+    flow = build_audit_flow(
+        flow_type=flow_type,
+        base=base,
+        ledger=ledger,
+        session_options=session_options,
+        server_name=server_name,
+        allowed_tools=allowed_tools,
+        cli_path=cli_path,
+    )
+    store = SQLiteRuntimeStore(base / "audit-runtime.sqlite")
+    try:
+        async with create_worker(client, [flow], store=store):
+            yield AuditRig(
+                sessions=SessionClient(client, flow, store), ledger=ledger, flow=flow
+            )
+    finally:
+        await store.close()
