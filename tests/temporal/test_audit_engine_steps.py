@@ -22,8 +22,8 @@ from temporalio.client import (
     WorkflowFailureError,
 )
 from temporalio.exceptions import ApplicationError
-from temporalio.service import RPCError
 
+from dex_agents import EngineError
 from dex_agents.session import (
     JsonObject,
     RunModelContext,
@@ -451,11 +451,13 @@ async def test_a_nondeterminism_error_keeps_retrying_until_a_fixed_worker_resume
                 ):
                     await asyncio.sleep(0.2)
             # The Update sent during the bad deploy either was kept and ran, or its
-            # caller got Temporal's "Workflow Task in failed state" and it never ran.
+            # caller got an EngineError saying nothing was applied and it never ran.
             try:
                 sent: object = await asyncio.wait_for(sender, 30)
-            except RPCError as err:
-                sent = err.message
+            except EngineError as err:
+                assert "workflow task is failing" in str(err)
+                assert "nothing was applied" in str(err)
+                sent = _TASK_FAILED_STATE
             assert sent in (True, _TASK_FAILED_STATE)
             kept = ["said: two"] if sent is True else []
             assert [
@@ -474,3 +476,22 @@ async def test_a_nondeterminism_error_keeps_retrying_until_a_fixed_worker_resume
     assert status == WorkflowExecutionStatus.RUNNING
     assert [t.status for t in snap.turns] == ["completed"] * len(snap.turns)
     assert [t.final_text for t in snap.turns] == ["said: one", *kept, "said: three"]
+
+
+def test_an_update_refused_while_the_task_fails_is_an_engine_error() -> None:
+    from temporalio.service import RPCError, RPCStatusCode
+
+    from dex_agents.temporal._client import _update_errors  # pyright: ignore[reportPrivateUsage]
+
+    refused = RPCError(_TASK_FAILED_STATE, RPCStatusCode.FAILED_PRECONDITION, b"")
+    with (
+        pytest.raises(EngineError, match="'audit-eng-x'.*nothing was applied"),
+        _update_errors("audit-eng-x"),
+    ):
+        raise refused
+    other = RPCError("deadline exceeded", RPCStatusCode.DEADLINE_EXCEEDED, b"")
+    with (
+        pytest.raises(RPCError, match="deadline exceeded"),
+        _update_errors("audit-eng-x"),
+    ):
+        raise other

@@ -27,6 +27,8 @@ from ._snapshot import AgentSnapshot
 from ._workflow import INVALID_MESSAGE, UNKNOWN_INTERRUPT
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
+_TASK_FAILING = "Workflow Task in failed state"
+"""Temporal's refusal of an Update while the workflow's task keeps failing."""
 
 
 def _handle(client: Client, session_id: str) -> WorkflowHandle[object, None]:
@@ -48,6 +50,15 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
                 raise UnknownInterruptError(session_id, interrupt_id) from err
             if cause.type == INVALID_MESSAGE:
                 raise UserError(cause.message) from err
+        raise
+    except RPCError as err:
+        if _TASK_FAILING in err.message:
+            raise EngineError(
+                f"session {session_id!r} cannot take this request now: its workflow "
+                "task is failing on the worker (a bug, or code that does not replay "
+                "its history); nothing was applied. Fix or roll back the worker, "
+                "then send it again"
+            ) from err
         raise
 
 
