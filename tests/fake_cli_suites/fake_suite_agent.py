@@ -8,6 +8,7 @@ same JSON-lines `Ledger`, and the test reads it to prove what ran how often.
 The tools:
 
 - `lookup_order` is a read (its `readOnlyHint`), so it runs inside the segment;
+  order `"unreachable"` raises;
 - `create_refund` is a non-idempotent write: it waits for approval and runs once
   in its own Step. With `"gate"` in its input it stops there after it started,
   so a test can SIGKILL the worker mid-write; order `"invalid"` returns an MCP
@@ -104,6 +105,8 @@ def build_tools(config: SuiteConfig) -> list[Any]:
     )
     async def lookup_order(args: dict[str, Any]) -> dict[str, Any]:
         ledger.record("lookup_order", order_id=args["orderId"])
+        if args["orderId"] == "unreachable":
+            raise ConnectionError("the order service is unreachable")
         return _text(f"order {args['orderId']}: arrived broken")
 
     @tool("create_refund", "Refund an order", {"orderId": str})

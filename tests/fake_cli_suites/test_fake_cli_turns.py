@@ -156,6 +156,29 @@ async def test_a_tool_error_result_records_failed_and_the_model_reads_it(
         assert rig.ledger.count("create_refund") == 0
 
 
+async def test_an_inline_read_that_raises_is_an_error_result_not_a_retry(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(suite) as rig:
+        sid = "inline-read-raises"
+        await rig.sessions.start(
+            sid,
+            initial_message='dex-script: call lookup_order {"orderId": "unreachable"}',
+        )
+        snap = await rig.sessions.wait_for_idle(sid)
+        turn = snap.turns[0]
+        assert turn.status == "completed"
+        assert turn.final_text == "done: the order service is unreachable"
+        assert turn.tool_calls == []  # it ran inline: no record, no Step
+        assert rig.ledger.count("lookup_order") == 1
+        steps = {
+            (e.step_execution_id, e.attempt)
+            for e in await rig.sessions.events(sid)
+            if "run_model" in e.step_execution_id
+        }
+        assert steps == {("turn-1/run_model/1", 1)}, "one segment, one attempt"
+
+
 async def test_two_writes_in_one_reply_run_one_at_a_time_in_order(
     suite: SuiteEnv,
 ) -> None:
