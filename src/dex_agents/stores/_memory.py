@@ -7,7 +7,6 @@ would not survive a real store's round trip fails here too.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
@@ -17,7 +16,7 @@ from pydantic import TypeAdapter
 from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
 from ._protocols import SegmentConflictError
-from ._rules import order_chain, snapshot_version
+from ._rules import order_chain, poll_events, snapshot_version
 
 _MESSAGES = TypeAdapter(list[StoredMessage])
 _EVENT = TypeAdapter(EventRecord)
@@ -117,14 +116,10 @@ class InMemoryRuntimeStore:
         self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
     ) -> AsyncIterator[EventRecord]:
         """Yield events after `after` as they are appended, until the consumer stops."""
-        cursor = after
-        while True:
-            batch = await self.read_events(session_id, after=cursor)
-            for event in batch:
-                cursor = event.cursor
-                yield event
-            if not batch:
-                await asyncio.sleep(poll_interval)
+        async for event in poll_events(
+            self.read_events, session_id, after, poll_interval
+        ):
+            yield event
 
     async def put_snapshot(self, session_id: str, snapshot: JsonObject) -> None:
         """Replace the session's projection unless it holds a higher `version`."""

@@ -32,7 +32,13 @@ from pydantic import TypeAdapter
 from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
 from ._protocols import SegmentConflictError
-from ._rules import order_chain, snapshot_version
+from ._rules import (
+    EVENT_COLUMNS,
+    event_from_row,
+    order_chain,
+    poll_events,
+    snapshot_version,
+)
 
 try:
     import psycopg
@@ -44,7 +50,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     ) from e
 
 _MESSAGES = TypeAdapter(list[StoredMessage])
-_EVENT = TypeAdapter(EventRecord)
 _JSON_OBJECT = TypeAdapter(JsonObject)
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
@@ -337,39 +342,21 @@ class PostgresRuntimeStore:
     ) -> list[EventRecord]:
         """Events of `session_id` with a cursor above `after`, in cursor order."""
         rows = await self._fetch(
-            "SELECT cursor, turn_id, step_execution_id, attempt, seq, type, data"
+            f"SELECT {EVENT_COLUMNS}"
             f" FROM {self._p}events WHERE session_id = %s AND cursor > %s"
             " ORDER BY cursor LIMIT %s",
             (session_id, after, limit),
         )
-        return [
-            _EVENT.validate_python(
-                {
-                    "session_id": session_id,
-                    "cursor": cursor,
-                    "turn_id": turn_id,
-                    "step_execution_id": step_execution_id,
-                    "attempt": attempt,
-                    "seq": seq,
-                    "type": type_,
-                    "data": _JSON_OBJECT.validate_json(data),
-                }
-            )
-            for cursor, turn_id, step_execution_id, attempt, seq, type_, data in rows
-        ]
+        return [event_from_row(session_id, row) for row in rows]
 
     async def follow_events(
         self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
     ) -> AsyncIterator[EventRecord]:
         """Yield events after `after` as they are appended, until the consumer stops."""
-        cursor = after
-        while True:
-            batch = await self.read_events(session_id, after=cursor)
-            for event in batch:
-                cursor = event.cursor
-                yield event
-            if not batch:
-                await asyncio.sleep(poll_interval)
+        async for event in poll_events(
+            self.read_events, session_id, after, poll_interval
+        ):
+            yield event
 
     # -- snapshots ---------------------------------------------------------
 

@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic import TypeAdapter
+
 from .._errors import UserError
-from ..session import JsonObject
+from ..session import EventRecord, JsonObject
+
+_EVENT = TypeAdapter(EventRecord)
+_JSON_OBJECT = TypeAdapter(JsonObject)
+
+EVENT_COLUMNS = "cursor, turn_id, step_execution_id, attempt, seq, type, data"
+"""The columns a SQL store selects for `event_from_row`, in its order."""
 
 
 def snapshot_version(snapshot: JsonObject) -> int:
@@ -42,3 +54,41 @@ def order_chain(
         current = parents[current]
     order.reverse()
     return order
+
+
+def event_from_row(session_id: str, row: Sequence[Any]) -> EventRecord:
+    """The event of one `EVENT_COLUMNS` row, its `data` stored as JSON text."""
+    cursor, turn_id, step_execution_id, attempt, seq, type_, data = row
+    return _EVENT.validate_python(
+        {
+            "session_id": session_id,
+            "cursor": cursor,
+            "turn_id": turn_id,
+            "step_execution_id": step_execution_id,
+            "attempt": attempt,
+            "seq": seq,
+            "type": type_,
+            "data": _JSON_OBJECT.validate_json(data),
+        }
+    )
+
+
+async def poll_events(
+    read_events: Callable[..., Awaitable[list[EventRecord]]],
+    session_id: str,
+    after: int,
+    poll_interval: float,
+) -> AsyncIterator[EventRecord]:
+    """Follow a session's events by polling `read_events`, until the consumer stops.
+
+    Writers may be other processes or hosts, so followers poll the store
+    itself rather than wait on anything in this process.
+    """
+    cursor = after
+    while True:
+        batch = await read_events(session_id, after=cursor)
+        for event in batch:
+            cursor = event.cursor
+            yield event
+        if not batch:
+            await asyncio.sleep(poll_interval)

@@ -30,12 +30,17 @@ from pydantic import TypeAdapter
 from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
 from ._protocols import SegmentConflictError
-from ._rules import order_chain, snapshot_version
+from ._rules import (
+    EVENT_COLUMNS,
+    event_from_row,
+    order_chain,
+    poll_events,
+    snapshot_version,
+)
 
 _T = TypeVar("_T")
 
 _MESSAGES = TypeAdapter(list[StoredMessage])
-_EVENT = TypeAdapter(EventRecord)
 _JSON_OBJECT = TypeAdapter(JsonObject)
 
 _SCHEMA = """
@@ -295,28 +300,14 @@ class SQLiteRuntimeStore:
 
         def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
             return conn.execute(
-                "SELECT cursor, turn_id, step_execution_id, attempt, seq, type, data"
+                f"SELECT {EVENT_COLUMNS}"
                 " FROM events WHERE session_id = ? AND cursor > ?"
                 " ORDER BY cursor LIMIT ?",
                 (session_id, after, limit),
             ).fetchall()
 
         rows = await self._run(read)
-        return [
-            _EVENT.validate_python(
-                {
-                    "session_id": session_id,
-                    "cursor": cursor,
-                    "turn_id": turn_id,
-                    "step_execution_id": step_execution_id,
-                    "attempt": attempt,
-                    "seq": seq,
-                    "type": type_,
-                    "data": _JSON_OBJECT.validate_json(data),
-                }
-            )
-            for cursor, turn_id, step_execution_id, attempt, seq, type_, data in rows
-        ]
+        return [event_from_row(session_id, row) for row in rows]
 
     async def follow_events(
         self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
@@ -326,14 +317,10 @@ class SQLiteRuntimeStore:
         Another process may be the writer, so this polls the file rather than
         waiting on anything in-process.
         """
-        cursor = after
-        while True:
-            batch = await self.read_events(session_id, after=cursor)
-            for event in batch:
-                cursor = event.cursor
-                yield event
-            if not batch:
-                await asyncio.sleep(poll_interval)
+        async for event in poll_events(
+            self.read_events, session_id, after, poll_interval
+        ):
+            yield event
 
     # -- snapshots ---------------------------------------------------------
 
