@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import shutil
-import stat
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from claude_agent_sdk import (
 )
 from claude_harness import Hermetic, Ledger, SessionDriver
 
+from cli_argv_recorder import recorded_runs, recording_cli
 from dex_agents._errors import UserError
 from dex_agents.claude import (
     APPROVED_CLI_TOOL_OUTPUT,
@@ -81,28 +79,6 @@ def fake_options(base: Path, **overrides: object) -> ClaudeAgentOptions:
     values.update(overrides)
     # Overrides are ClaudeAgentOptions fields; the kwargs are not typed per field.
     return ClaudeAgentOptions(**values)  # pyright: ignore[reportArgumentType]
-
-
-def recording_cli(base: Path) -> tuple[Path, Path]:
-    """A `cli_path` that appends its argv (one JSON list per line), then runs the fake.
-
-    Returns the script and the log it writes.
-    """
-    log = base / "argv.jsonl"
-    script = base / "recording-claude"
-    record = "import json, sys; open(sys.argv[1], 'a').write(json.dumps(sys.argv[2:]) + '\\n')"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"{shlex.quote(sys.executable)} -I -c {shlex.quote(record)} "
-        f'{shlex.quote(str(log))} "$@"\n'
-        f'exec {shlex.quote(str(fake_claude_cli_path()))} "$@"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script, log
-
-
-def argv_log(log: Path) -> list[list[str]]:
-    return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 def flag_value(argv: list[str], flag: str) -> str | None:
@@ -164,7 +140,7 @@ async def test_row43_await_initialize_reaches_the_cli_on_every_segment(
     result = await driver.turn(REFUND)
     assert result.text == "done: refunded 7"
     assert ledger.refunds == [{"orderId": "7"}]
-    runs = argv_log(log)
+    runs = recorded_runs(log)
     assert len(runs) == 2, runs
     first, resumed = runs
     deferred = result.segments[0]
@@ -186,7 +162,7 @@ async def test_row147_max_budget_usd_passes_to_the_cli_unchanged(
     )
     result = await driver.turn(REFUND)
     assert result.text == "done: refunded 7"
-    runs = argv_log(log)
+    runs = recorded_runs(log)
     assert len(runs) == 2
     assert [flag_value(argv, "--max-budget-usd") for argv in runs] == ["0.25", "0.25"]
 

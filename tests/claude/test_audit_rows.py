@@ -9,9 +9,6 @@ test feeds `SegmentObserver` directly.
 from __future__ import annotations
 
 import json
-import shlex
-import stat
-import sys
 from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -31,6 +28,7 @@ from claude_agent_sdk import (
 from claude_harness import Ledger, SessionDriver
 from gate_rig import CliSide, ScriptedCli, completed
 
+from cli_argv_recorder import recording_cli
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._usage import SegmentObserver
 from dex_agents.session import (
@@ -382,21 +380,6 @@ def test_row156_after_a_fallback_one_answering_model_is_the_response_model() -> 
 # --- row 160 ------------------------------------------------------------------
 
 
-def audit_recording_cli(base: Path) -> tuple[Path, Path]:
-    """A `cli_path` that appends its argv (one JSON list per line), then runs the fake."""
-    log = base / "audit-argv.jsonl"
-    script = base / "audit-recording-claude"
-    record = "import json, sys; open(sys.argv[1], 'a').write(json.dumps(sys.argv[2:]) + '\\n')"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"{shlex.quote(sys.executable)} -I -c {shlex.quote(record)} "
-        f'{shlex.quote(str(log))} "$@"\n'
-        f'exec {shlex.quote(str(fake_claude_cli_path()))} "$@"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script, log
-
-
 def flag_values(argv: list[str], flag: str) -> list[str]:
     """Every value of `--flag value` or `--flag=value` on `argv`."""
     values: list[str] = []
@@ -413,7 +396,7 @@ async def test_row160_permission_mode_dont_ask_reaches_every_segments_cli(
 ) -> None:
     """Row 160: `permission_mode="dontAsk"` is passed through to the CLI's argv on the
     deferring and the resumed segment, and the write still defers and resumes."""
-    script, log = audit_recording_cli(tmp_path)
+    script, log = recording_cli(tmp_path)
     ledger = Ledger()
     runner = ClaudeAgentRunner(
         ClaudeAgentDefinition(

@@ -13,10 +13,6 @@ run's argv. Its tools record their runs in a JSON-lines `Ledger`:
 
 from __future__ import annotations
 
-import json
-import shlex
-import stat
-import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -68,31 +64,6 @@ AUDIT_POLICIES = {
 
 def _text(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}]}
-
-
-def recording_cli_path(base: Path) -> tuple[Path, Path]:
-    """A `cli_path` that appends its argv (one JSON list per line), then runs the fake.
-
-    Returns the script and the log it writes.
-    """
-    log = base / "audit-cli-argv.jsonl"
-    script = base / "audit-recording-claude"
-    record = "import json, sys; open(sys.argv[1], 'a').write(json.dumps(sys.argv[2:]) + '\\n')"
-    script.write_text(
-        "#!/bin/sh\n"
-        f"{shlex.quote(sys.executable)} -I -c {shlex.quote(record)} "
-        f'{shlex.quote(str(log))} "$@"\n'
-        f'exec {shlex.quote(str(fake_claude_cli_path()))} "$@"\n'
-    )
-    script.chmod(script.stat().st_mode | stat.S_IXUSR)
-    return script, log
-
-
-def cli_runs(log: Path) -> list[list[str]]:
-    """The argv of every CLI run the recording script saw, in order."""
-    if not log.exists():
-        return []
-    return [json.loads(line) for line in log.read_text().splitlines()]
 
 
 @dataclass(kw_only=True)

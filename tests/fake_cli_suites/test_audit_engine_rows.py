@@ -6,9 +6,10 @@ process, on the shared dev server. Row ids are in each docstring.
 
 from __future__ import annotations
 
-from audit_engine_support import audit_rig, cli_runs, recording_cli_path
+from audit_engine_support import audit_rig
 from fake_suite_rig import SuiteEnv, in_process
 
+from cli_argv_recorder import recorded_runs, recording_cli
 from dex_agents import AgentSessionOptions, ToolPolicy
 from dex_agents.claude import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.temporal import AgentSnapshot, SessionClient
@@ -129,7 +130,7 @@ async def test_row146_the_spend_limit_stops_a_turn_before_its_resumed_segment(
     """Row 146: the limit is checked before every segment: the deferring segment
     alone goes over it, so after the approved call the resumed segment never runs
     and the turn fails (the first segment itself overshot; usage arrives at its end)."""
-    script, log = recording_cli_path(suite.tmp_path)
+    script, log = recording_cli(suite.tmp_path)
     async with audit_rig(
         suite.client,
         flow_type=suite.flow_type,
@@ -146,7 +147,7 @@ async def test_row146_the_spend_limit_stops_a_turn_before_its_resumed_segment(
         # One segment ran and went over the limit; the turn goes on to its call.
         assert snap.usage.cost_usd > 0.000001
         assert snap.usage.model_calls == 1
-        assert len(cli_runs(log)) == 1
+        assert len(recorded_runs(log)) == 1
         (interrupt,) = snap.pending_interrupts
         assert await rig.sessions.resolve_interrupt(
             sid, interrupt.interrupt_id, approved=True
@@ -160,7 +161,7 @@ async def test_row146_the_spend_limit_stops_a_turn_before_its_resumed_segment(
             ("audit_refund", "finished")
         ]
         assert rig.ledger.count("audit_refund") == 1
-        assert len(cli_runs(log)) == 1
+        assert len(recorded_runs(log)) == 1
         assert snap.usage.model_calls == 1
         assert turn.final_text == ""
         events = await rig.sessions.events(sid)
@@ -176,7 +177,7 @@ async def test_a_renamed_custom_tool_server_serves_prefixed_names_but_keeps_bare
     """`custom_tool_server_name="audit_srv"`: the CLI calls `mcp__audit_srv__<tool>`,
     while the policies (by bare name), interrupts, records and events name the
     tools bare."""
-    script, log = recording_cli_path(suite.tmp_path)
+    script, log = recording_cli(suite.tmp_path)
     async with audit_rig(
         suite.client,
         flow_type=suite.flow_type,
@@ -220,7 +221,7 @@ async def test_a_renamed_custom_tool_server_serves_prefixed_names_but_keeps_bare
         # The CLI got the server under its name.
         configs = [
             argv[argv.index("--mcp-config") + 1]
-            for argv in cli_runs(log)
+            for argv in recorded_runs(log)
             if "--mcp-config" in argv
         ]
         assert configs and all('"audit_srv"' in c for c in configs), configs
