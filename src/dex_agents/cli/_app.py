@@ -24,7 +24,7 @@ from temporalio.worker import Worker
 
 from .._errors import UnknownInterruptError, UserError
 from ..session import EventRecord
-from ..stores import RuntimeStore, open_runtime_store
+from ..stores import RuntimeStore, open_runtime_store, redacted_store
 from ..temporal import (
     AgentSessionFlow,
     AgentSnapshot,
@@ -327,7 +327,7 @@ def sessions(as_json: bool, target: Target) -> None:
     out = render.console()
     if not snapshots:
         out.print(
-            Text(f"no sessions yet in {target.store}", style="dim"),
+            Text(f"no sessions yet in {redacted_store(target.store)}", style="dim"),
             soft_wrap=True,
         )
         return
@@ -392,7 +392,7 @@ async def _load_snapshot(target: Target, session_id: str) -> tuple[AgentSnapshot
             if conn is None:
                 raise CommandError(
                     f"session {session_id!r} is not in the store "
-                    f"{str(target.store)!r}, and {unreachable}"
+                    f"{redacted_store(target.store)!r}, and {unreachable}"
                 )
             if info is not None:
                 raise no_worker(info.flow_type, info.task_queue)

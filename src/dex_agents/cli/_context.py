@@ -31,7 +31,12 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import UserError
-from ..stores import RuntimeStore, is_database_url, open_runtime_store
+from ..stores import (
+    RuntimeStore,
+    is_database_url,
+    open_runtime_store,
+    redacted_store,
+)
 from ..temporal import EngineConfig, open_engine, resolve_state_dir
 from ._errors import CommandError
 
@@ -61,8 +66,8 @@ class Target:
 
 def store_location(store: str | Path | None, directory: Path) -> str:
     """The runtime store a command uses: `--store` as given, else the state dir's file."""
-    if isinstance(store, str) and is_database_url(store):
-        return store
+    if isinstance(store, str) and (is_database_url(store) or "://" in store):
+        return store  # a URL stays as given: opening it refuses an unknown scheme
     return str(Path(store or directory / STORE_FILE).expanduser().resolve())
 
 
@@ -226,7 +231,7 @@ async def open_store(target: Target, *, create: bool = False) -> RuntimeStore:
     """
     if not create and not store_exists(target):
         raise CommandError(
-            f"no runtime store at {target.store!r}; pass `--store` (or "
+            f"no runtime store at {redacted_store(target.store)!r}; pass `--store` (or "
             "`--state-dir`) where the worker writes it"
         )
     try:
@@ -247,9 +252,11 @@ def store_label(store: RuntimeStore) -> str:
 def store_exists(target: Target) -> bool:
     """Whether the runtime store exists (read commands treat a missing file as empty).
 
-    A database is assumed to exist: opening it says clearly if it cannot be reached.
+    A database (or any URL) is assumed to exist: opening it says clearly if it
+    cannot be reached or is not a store this library supports.
     """
-    return is_database_url(target.store) or Path(target.store).exists()
+    store = target.store
+    return is_database_url(store) or "://" in store or Path(store).exists()
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -25,12 +25,17 @@ runs them. As a tool source it behaves like every other source:
 - **Failures** are told apart by what they prove. A result with `isError` is a
   failed record the model reads (`ToolExecutionError`); so is a connection that
   failed before `tools/call` was sent, or a protocol error saying the server
-  refused the request (unknown tool, invalid params), because in both the tool
-  certainly did not run. Any other failure after the request was sent (a
-  transport error, a timeout, an internal server error) leaves the outcome of a
-  write unknown: a `non_idempotent_write` raises `SessionError(retryable=False)`
-  and records `outcome_unknown`, while a read or an idempotent write lets the
-  error propagate, so the Step retries under the same idempotency key.
+  refused the request itself (`METHOD_NOT_FOUND`, `INVALID_REQUEST`), because
+  in both the tool certainly did not run. Any other failure after the request
+  was sent (a transport error, a timeout, an internal server error, and
+  `INVALID_PARAMS`, which a tool's own handler may return after a side effect)
+  leaves the outcome of a write unknown: a `non_idempotent_write` (or an
+  unclassified call) raises `SessionError(retryable=False)` and records
+  `outcome_unknown`. For a read or an idempotent write, `INVALID_PARAMS` is a
+  failed record the model reads, and any other failure propagates, so the Step
+  retries under the same idempotency key.
+- **Output** is the result's text, capped at 256 KiB of UTF-8 with a note of
+  how much was cut, so a huge result cannot break the tool Step's result.
 
 Each listing and each call opens its own connection (a process for stdio, an
 HTTP session for streamable HTTP) and closes it afterwards. A session is
@@ -83,6 +88,14 @@ MCP_STEP_EXECUTION_ID_META = "dex/stepExecutionId"
 """The request `_meta` key of the tool Step's execution ID."""
 MCP_ATTEMPT_META = "dex/attempt"
 """The request `_meta` key of the tool Step's attempt, from 1."""
+
+_MAX_OUTPUT_BYTES = 256 * 1024
+"""The most UTF-8 bytes of a result's text the record keeps; the rest is cut.
+
+A tool Step's result travels in workflow history, whose payloads are limited
+(2 MB by default), so a larger result would fail the Step instead of recording.
+The cut text ends with `[output truncated: N bytes more]`.
+"""
 
 _MAX_LIST_PAGES = 100
 """A server whose `tools/list` cursor never ends cannot hang a listing."""
@@ -226,8 +239,11 @@ class MCPServerToolSource:
             if self._declared and tool.name not in self._declared:
                 continue
             listed[tool.name] = self._classify(tool)
-        # Replaced whole: a tool the server stopped listing is refused from now on.
-        self._listed = listed
+        # Merged, not replaced: sessions on one worker share this source, and one
+        # session's listing must not make `build_call` refuse a tool another
+        # session's attempt offered. A tool keeps its latest schema and policy;
+        # the runner itself denies a tool its attempt did not list.
+        self._listed.update(listed)
         return [entry.tool for entry in listed.values()]
 
     def _classify(self, tool: Tool) -> _ListedTool:
@@ -248,7 +264,8 @@ class MCPServerToolSource:
     async def build_call(self, tool_name: str, arguments: JsonObject) -> SourceCall:
         """Check the input against the listed schema and classify the call.
 
-        It uses the latest listing of this source and does no I/O.
+        It uses the latest listing of the tool by this source (by any attempt
+        of any session on this worker) and does no I/O.
 
         Raises:
             SourceCallRefused: The tool is not offered now, or the input does not
@@ -285,11 +302,13 @@ class MCPServerToolSource:
 
         Text content is the output. Other content is named, not passed on (the
         record holds text only): `[image image/png omitted]`. Structured content
-        is the output when a result has no content blocks.
+        is the output when a result has no content blocks. Text beyond 256 KiB
+        is cut, with a note of how much.
 
         Raises:
             ToolExecutionError: The result has `isError`, or the tool certainly
-                did not run (no connection, or the server refused the request).
+                did not run (no connection, or the server refused the request
+                itself), or a read or idempotent write got `INVALID_PARAMS`.
             SessionError: A write whose outcome is unknown (not retryable).
         """
         meta: RequestParamsMeta = {
@@ -313,23 +332,33 @@ class MCPServerToolSource:
                 except Exception as e:
                     outcome = e
         except Exception as e:
-            if outcome is None:
-                if connected or not unknown_if_failed:
-                    raise
+            if outcome is not None:
+                # The call is over; a failure to close its connection changes nothing.
+                logger.warning(
+                    "closing MCP server %r after %s failed: %s",
+                    self._name,
+                    call.tool_name,
+                    _describe(e),
+                )
+            elif connected:
+                # The request may have been sent and the transport failed around
+                # it: over streamable HTTP a server that dies mid-call ends the
+                # call as a task group error. Classified like a failed call.
+                outcome = _sole_error(e)
+            elif unknown_if_failed:
                 raise ToolExecutionError(
                     f"{call.tool_name} did not run: MCP server {self._name!r} "
                     f"could not be reached: {_describe(e)}"
                 ) from e
-            # The call is over; a failure to close its connection changes nothing.
-            logger.warning(
-                "closing MCP server %r after %s failed: %s",
-                self._name,
-                call.tool_name,
-                _describe(e),
-            )
+            else:
+                raise
         assert outcome is not None
         if isinstance(outcome, Exception):
-            raise self._call_failure(call, outcome, unknown_if_failed) from outcome
+            failure = self._call_failure(call, outcome, unknown_if_failed)
+            if failure is outcome:
+                # Not `from` itself: a cause cycle breaks failure conversion.
+                raise failure
+            raise failure from outcome
         text = _result_text(outcome)
         if outcome.is_error:
             raise ToolExecutionError(text or f"{call.tool_name} failed")
@@ -342,7 +371,6 @@ class MCPServerToolSource:
         from mcp.types import INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND
 
         if isinstance(error, MCPError) and error.code in (
-            INVALID_PARAMS,
             INVALID_REQUEST,
             METHOD_NOT_FOUND,
         ):
@@ -351,6 +379,18 @@ class MCPServerToolSource:
             return ToolExecutionError(
                 f"{call.tool_name} did not run: MCP server {self._name!r} refused "
                 f"the call: {_describe(error)}"
+            )
+        if (
+            isinstance(error, MCPError)
+            and error.code == INVALID_PARAMS
+            and not unknown_if_failed
+        ):
+            # A tool's handler may return INVALID_PARAMS after a side effect, so
+            # it proves nothing for a write that must not run twice (below); a
+            # read or an idempotent write is safe to report and not retry.
+            return ToolExecutionError(
+                f"{call.tool_name} failed: MCP server {self._name!r} rejected "
+                f"its parameters: {_describe(error)}"
             )
         if unknown_if_failed:
             return SessionError(
@@ -438,11 +478,24 @@ def _schema_problem(schema: JsonObject, arguments: JsonObject) -> str | None:
 
 
 def _result_text(result: CallToolResult) -> str:
-    """A `tools/call` result as the text the record keeps."""
+    """A `tools/call` result as the text the record keeps, cut to `_MAX_OUTPUT_BYTES`."""
     parts = [_block_text(block) for block in result.content]
     if not parts and result.structured_content is not None:
-        return json.dumps(result.structured_content, sort_keys=True)
-    return "\n".join(parts)
+        return _capped(json.dumps(result.structured_content, sort_keys=True))
+    return _capped("\n".join(parts))
+
+
+def _capped(text: str) -> str:
+    """`text` cut to `_MAX_OUTPUT_BYTES` UTF-8 bytes, with a note of the rest."""
+    if len(text) <= _MAX_OUTPUT_BYTES // 4:
+        return text  # Fast path: at most 4 bytes a character.
+    data = text.encode()
+    if len(data) <= _MAX_OUTPUT_BYTES:
+        return text
+    # "ignore" drops a character the cut would split in two.
+    kept = data[:_MAX_OUTPUT_BYTES].decode(errors="ignore")
+    rest = len(data) - len(kept.encode())
+    return f"{kept}\n[output truncated: {rest} bytes more]"
 
 
 def _block_text(block: ContentBlock) -> str:
@@ -456,6 +509,13 @@ def _block_text(block: ContentBlock) -> str:
             return text if isinstance(text, str) else f"[resource {block.resource.uri}]"
         case "resource_link":
             return f"[resource {block.uri}]"
+
+
+def _sole_error(error: Exception) -> Exception:
+    """The one error inside single-member exception groups, else `error`."""
+    while isinstance(error, ExceptionGroup) and len(error.exceptions) == 1:
+        error = error.exceptions[0]
+    return error
 
 
 def _describe(error: BaseException) -> str:

@@ -5,7 +5,7 @@ from ._conformance import run_runtime_store_conformance
 from ._media import DirectoryMediaStore, InMemoryMediaStore, MediaStore
 from ._media_conformance import run_media_store_conformance
 from ._memory import InMemoryRuntimeStore
-from ._open import is_database_url, open_runtime_store
+from ._open import is_database_url, open_runtime_store, redacted_store
 from ._protocols import RuntimeStore, SegmentConflictError
 from ._sqlite import SQLiteRuntimeStore
 
@@ -20,6 +20,7 @@ __all__ = [
     "SegmentConflictError",
     "is_database_url",
     "open_runtime_store",
+    "redacted_store",
     "run_media_store_conformance",
     "run_runtime_store_conformance",
 ]

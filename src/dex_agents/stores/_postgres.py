@@ -61,6 +61,33 @@ def _sql(text: str) -> LiteralString:
     return cast(LiteralString, text)
 
 
+_OBJECTS = ("segments", "event_cursors", "events", "snapshot_order", "snapshots")
+"""The store's tables and sequence (without the prefix), checked before any DDL."""
+
+_CONNECTION = {
+    # Single statements commit at once: a poll is one round trip, not BEGIN/COMMIT.
+    "autocommit": True,
+    "connect_timeout": 10,
+    # A half-open connection (a partition) is noticed in about a minute, not hours.
+    "keepalives": 1,
+    "keepalives_idle": 30,
+    "keepalives_interval": 10,
+    "keepalives_count": 3,
+    # A stuck lock holder fails the waiter instead of hanging it until the
+    # activity's timeout; an abandoned transaction cannot hold locks forever.
+    "options": "-c lock_timeout=10000 -c idle_in_transaction_session_timeout=60000",
+}
+
+
+async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
+    """Pin READ COMMITTED: the cursor counter relies on it, whatever the database default.
+
+    Under REPEATABLE READ or SERIALIZABLE, two appends to one session abort
+    with a serialization failure instead of waiting for the counter row.
+    """
+    await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+
+
 def _schema(p: str) -> list[str]:
     return [
         f"""CREATE TABLE IF NOT EXISTS {p}segments (
@@ -131,6 +158,12 @@ class PostgresRuntimeStore:
             AsyncConnectionPool(
                 dsn,
                 connection_class=psycopg.AsyncConnection[Any],
+                kwargs=dict(_CONNECTION),
+                configure=_configure,
+                # A connection the server dropped (restart, failover, idle
+                # timeout) is replaced before use instead of failing a call.
+                check=AsyncConnectionPool.check_connection,
+                max_idle=300,
                 min_size=1,
                 max_size=max_connections,
                 open=False,
@@ -179,22 +212,47 @@ class PostgresRuntimeStore:
                 # own reason, where the pool would only time out.
                 try:
                     conn = await psycopg.AsyncConnection.connect(
-                        self.dsn, autocommit=True, connect_timeout=10
+                        self.dsn, **_CONNECTION
                     )
                 except psycopg.Error as e:
                     raise UserError(
                         f"cannot connect to the PostgreSQL runtime store: {e}".rstrip()
                         + "; check the DSN and that the server is reachable"
                     ) from e
-                async with conn, conn.transaction():
-                    await conn.execute(
-                        "SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,)
-                    )
-                    for statement in _schema(self._p):
-                        await conn.execute(_sql(statement))
+                async with conn:
+                    await _configure(conn)
+                    await self._create_missing(conn)
                 await self._pool.open()
                 self._opened = True
         return self._pool
+
+    async def _missing(self, conn: psycopg.AsyncConnection[Any]) -> bool:
+        cur = await conn.execute(
+            "SELECT count(to_regclass(name)) FROM unnest(%s::text[]) AS name",
+            ([f"{self._p}{name}" for name in _OBJECTS],),
+        )
+        row = await cur.fetchone()
+        return row is None or row[0] < len(_OBJECTS)
+
+    async def _create_missing(self, conn: psycopg.AsyncConnection[Any]) -> None:
+        """Create the tables unless they all exist, so a role without CREATE can use them.
+
+        Raises:
+            UserError: They are missing and this role may not create them.
+        """
+        if not await self._missing(conn):
+            return
+        try:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for statement in _schema(self._p):
+                    await conn.execute(_sql(statement))
+        except psycopg.Error as e:
+            raise UserError(
+                f"cannot create the runtime store's tables ({self._p}*): {e}".rstrip()
+                + "; open the store once with a role that may create them, or "
+                "grant this role CREATE on the schema"
+            ) from e
 
     async def _fetch(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any]

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Self
 
 from ..session import AgentEvent, EventRecord
 from ..stores import RuntimeStore
+
+_log = logging.getLogger(__name__)
+_RETRIES_AFTER_CLOSE = 5
+"""Writes tried once the attempt ended, so a store that stays down cannot hold it open."""
 
 
 class StoreEventSink:
@@ -65,11 +70,33 @@ class StoreEventSink:
                 await asyncio.shield(self._task)
 
     async def _flush_loop(self) -> None:
+        failures = 0
         while True:
             await self._wake.wait()
             self._wake.clear()
             while self._queue:
                 batch, self._queue = self._queue, []
-                await self._store.append_events(batch)
+                try:
+                    await self._store.append_events(batch)
+                except Exception:
+                    # A store hiccup (a dropped connection, a lock timeout) must not
+                    # end the flusher and silently drop the rest of the attempt's
+                    # events: keep the batch in order and retry with a backoff,
+                    # a few times only once the attempt is over.
+                    self._queue = batch + self._queue
+                    failures += 1
+                    if self._closed and failures > _RETRIES_AFTER_CLOSE:
+                        _log.warning(
+                            "dropping %d live events of %s after %d failed writes",
+                            len(self._queue),
+                            "/".join(str(k) for k in self._key),
+                            failures,
+                            exc_info=True,
+                        )
+                        return
+                    _log.warning("writing live events failed; retrying", exc_info=True)
+                    await asyncio.sleep(min(0.05 * 2**failures, 2.0))
+                else:
+                    failures = 0
             if self._closed:
                 return

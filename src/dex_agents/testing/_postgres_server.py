@@ -116,21 +116,35 @@ class PostgresTestServer:
         """Create the cluster and start the server; returns once it accepts connections."""
         # Not under pytest's tmp_path: its parents are private to root.
         self._dir = Path(tempfile.mkdtemp(prefix="dex-pg-"))
-        if self._user is not None:
-            os.chown(self._dir, self._user.pw_uid, self._user.pw_gid)
-        data = self._dir / "data"
-        self._run(
-            str(self._bin / "initdb"),
-            "-D",
-            str(data),
-            "-U",
-            "postgres",
-            "--auth=trust",
-            "-E",
-            "UTF8",
-            "--no-sync",
-        )
-        self.port = _free_port()
+        try:
+            if self._user is not None:
+                os.chown(self._dir, self._user.pw_uid, self._user.pw_gid)
+            self._run(
+                str(self._bin / "initdb"),
+                "-D",
+                str(self._dir / "data"),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            )
+            self.port = _free_port()
+            self._pg_ctl("start")
+        except BaseException:
+            self.stop()
+            raise
+
+    def restart(self) -> None:
+        """Restart the server on the same port and data, as a failover or upgrade would.
+
+        Every open connection is dropped; clients must reconnect.
+        """
+        self._pg_ctl("restart", "-m", "fast")
+
+    def _pg_ctl(self, action: str, *extra: str) -> None:
+        assert self._dir is not None, "the server was never started"
         options = (
             f"-p {self.port} -k {self._dir} -c listen_addresses=127.0.0.1 "
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
@@ -138,7 +152,7 @@ class PostgresTestServer:
         self._run(
             str(self._bin / "pg_ctl"),
             "-D",
-            str(data),
+            str(self._dir / "data"),
             "-l",
             str(self._dir / "server.log"),
             "-w",
@@ -146,7 +160,8 @@ class PostgresTestServer:
             "60",
             "-o",
             options,
-            "start",
+            *extra,
+            action,
         )
 
     def stop(self) -> None:
