@@ -24,7 +24,7 @@ from typing import Any, ClassVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError
+from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.exceptions import TimeoutError as StepTimeoutError
 
 with workflow.unsafe.imports_passed_through():
@@ -573,11 +573,12 @@ def _clip(text: str | None) -> str:
 
 
 def _failed_attempts(err: ActivityError, maximum: int) -> int:
-    """How many attempts a failed tool Step ran.
+    """How many attempts a failed tool Step ran; 0 when nothing says.
 
-    The activity's own error names its attempt; a timeout (a crashed or hung
-    worker) carries none, but Temporal retries timeouts, so the Step ended only
-    once it used every attempt.
+    The activity's own error names its attempt. A timeout (a crashed or hung
+    worker) carries none, but Temporal retries timeouts, so a Step that ended
+    with its attempts used up ran all of them. Any other failure without the
+    activity's details (raised before the handler ran) counts as unknown.
     """
     cause = err.cause
     if isinstance(cause, ApplicationError) and cause.details:
@@ -586,7 +587,9 @@ def _failed_attempts(err: ActivityError, maximum: int) -> int:
             attempt = cast(dict[str, object], first).get("attempt")
             if isinstance(attempt, int):
                 return attempt
-    return maximum
+    if err.retry_state == RetryState.MAXIMUM_ATTEMPTS_REACHED:
+        return maximum
+    return 0
 
 
 def _failure_text(err: ActivityError) -> str:
