@@ -7,6 +7,9 @@ Run as `python mcp_ledger_server.py LEDGER stdio` (MCP on stdin and stdout) or
 Every tool that runs appends one ledger line with the request's `dex/*` `_meta`
 keys and its `Authorization` header (HTTP only), so tests count side effects
 and read what the source sent.
+
+A file `LEDGER.hidden`, read when the server starts, names tools (one a line)
+the server does not offer, so a test can change what a later listing sees.
 """
 
 from __future__ import annotations
@@ -14,13 +17,15 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
 import uvicorn
+from mcp import MCPError
 from mcp.server.mcpserver import Context, Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import TextContent, ToolAnnotations
+from mcp.types import INVALID_PARAMS, TextContent, ToolAnnotations
 
 # Imported on first use: a stdio server starts once per listing, and the test
 # kit's import costs a second that a listing should not pay.
@@ -101,6 +106,12 @@ def append_and_crash(account: str, ctx: Context) -> str:
     os._exit(1)
 
 
+@server.tool(description="Appends an entry, then answers INVALID_PARAMS anyway")
+def append_then_reject(account: str, ctx: Context) -> str:
+    _record("mcp_entry", ctx, account=account, amount=1)
+    raise MCPError(code=INVALID_PARAMS, message=f"no such account: {account}")
+
+
 @server.tool(description="Never answers")
 async def hang(account: str, ctx: Context) -> str:
     _record("mcp_hang", ctx, account=account)
@@ -120,7 +131,15 @@ def _serve_http() -> None:
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
 
+def _hide_tools() -> None:
+    hidden = Path(sys.argv[1] + ".hidden")
+    if hidden.exists():
+        for name in hidden.read_text().split():
+            server.remove_tool(name)
+
+
 if __name__ == "__main__":
+    _hide_tools()
     if sys.argv[2] == "http":
         _serve_http()
     else:

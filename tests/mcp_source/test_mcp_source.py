@@ -45,6 +45,7 @@ async def test_stdio_listing_offers_the_servers_tools(tmp_path: Path) -> None:
         "broken",
         "chart",
         "append_and_crash",
+        "append_then_reject",
         "hang",
     }
     entry = tools["append_entry"]
@@ -128,7 +129,7 @@ async def test_bad_arguments_are_refused_before_the_server(tmp_path: Path) -> No
     ledger = Ledger(tmp_path / "ledger.jsonl")
     source = MCPServerToolSource(stdio_server(ledger.path), source_name="ledger")
     with pytest.raises(SourceCallRefused, match="does not offer `append_entry`"):
-        # Nothing listed yet: build_call knows only the latest listing.
+        # Nothing listed yet: build_call knows only listed tools.
         await source.build_call("append_entry", {"account": "a", "amount": 5})
     await source.list_tools(CONTEXT)
     with pytest.raises(SourceCallRefused) as missing:

@@ -489,11 +489,12 @@ def _capped(text: str) -> str:
     """`text` cut to `_MAX_OUTPUT_BYTES` UTF-8 bytes, with a note of the rest."""
     if len(text) <= _MAX_OUTPUT_BYTES // 4:
         return text  # Fast path: at most 4 bytes a character.
-    data = text.encode()
+    # "surrogatepass": JSON text may hold a lone surrogate, which must not raise.
+    data = text.encode("utf-8", "surrogatepass")
     if len(data) <= _MAX_OUTPUT_BYTES:
         return text
     # "ignore" drops a character the cut would split in two.
-    kept = data[:_MAX_OUTPUT_BYTES].decode(errors="ignore")
+    kept = data[:_MAX_OUTPUT_BYTES].decode("utf-8", "ignore")
     rest = len(data) - len(kept.encode())
     return f"{kept}\n[output truncated: {rest} bytes more]"
 
