@@ -18,7 +18,7 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.connectors import ConnectorToolSource
-from dex_agents.session import ToolSource
+from dex_agents.session import SourceTool, ToolSource, ToolSourceContext
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import Ledger, fake_claude_cli_path, fake_ledger_connector_tools
@@ -84,3 +84,44 @@ async def connector_agent(
             )
     finally:
         await store.close()
+
+
+class SwitchableSource:
+    """Lists the ledger's `transfer` until switched: then nothing, or a failure."""
+
+    def __init__(self, inner: ConnectorToolSource, *, source_name: str) -> None:
+        self._inner = inner
+        self.source_name = source_name
+        self.declared_tool_names: Sequence[str] = ()
+        self.mode: str = "list"
+        """`list`, `empty` (lists nothing) or `fail` (the listing raises)."""
+        self.listings: list[str] = []
+        """The mode of every listing, in order."""
+
+    async def list_tools(self, context: ToolSourceContext) -> Sequence[SourceTool]:
+        self.listings.append(self.mode)
+        if self.mode == "fail":
+            raise ConnectionError("the ledger's tool catalogue is down")
+        if self.mode == "empty":
+            return []
+        return [
+            t for t in await self._inner.list_tools(context) if t.name == "transfer"
+        ]
+
+    async def build_call(self, tool_name: str, arguments: Any) -> Any:
+        return await self._inner.build_call(tool_name, arguments)
+
+    async def execute_deferred_tool_call(self, call: Any, execution: Any) -> Any:
+        return await self._inner.execute_deferred_tool_call(call, execution)
+
+    def tool_call_step_options(self, tool_name: str) -> Any:
+        return self._inner.tool_call_step_options(tool_name)
+
+
+def switchable_source(tmp_path: Path) -> SwitchableSource:
+    return SwitchableSource(
+        ConnectorToolSource(
+            fake_ledger_connector_tools(str(tmp_path / "ledger.jsonl"))
+        ),
+        source_name="dynamic",
+    )

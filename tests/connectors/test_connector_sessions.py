@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import HookMatcher
-from connector_agent import connector_agent
+from connector_agent import connector_agent, switchable_source
 from temporalio.client import Client
 
 from dex_agents import ToolPolicy
-from dex_agents.connectors import ConnectorToolSource
-from dex_agents.session import SourceTool, ToolSourceContext
-from dex_agents.testing import fake_ledger_connector_tools
 
 
 async def test_a_query_runs_in_its_tool_step(
@@ -207,38 +203,10 @@ async def test_a_task_or_a_question_records_failed(
         assert "asked a question" in (record.output or "")
 
 
-class _EmptyingSource:
-    """Lists the ledger's transfer until `emptied`, then nothing."""
-
-    def __init__(self, inner: ConnectorToolSource) -> None:
-        self._inner = inner
-        self.emptied = False
-        self.source_name = "dynamic"
-        self.declared_tool_names: Sequence[str] = ()
-
-    async def list_tools(self, context: ToolSourceContext) -> Sequence[SourceTool]:
-        if self.emptied:
-            return []
-        return [
-            t for t in await self._inner.list_tools(context) if t.name == "transfer"
-        ]
-
-    async def build_call(self, tool_name: str, arguments: Any) -> Any:
-        return await self._inner.build_call(tool_name, arguments)
-
-    async def execute_deferred_tool_call(self, call: Any, execution: Any) -> Any:
-        return await self._inner.execute_deferred_tool_call(call, execution)
-
-    def tool_call_step_options(self, tool_name: str) -> Any:
-        return self._inner.tool_call_step_options(tool_name)
-
-
 async def test_a_vanished_tool_still_replays_and_a_new_call_is_denied(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
-    source = _EmptyingSource(
-        ConnectorToolSource(fake_ledger_connector_tools(str(tmp_path / "ledger.jsonl")))
-    )
+    source = switchable_source(tmp_path)
     async with connector_agent(client, flow_type, tmp_path, sources=[source]) as rig:
         sid = "vanished"
         await rig.sessions.start(
@@ -247,7 +215,7 @@ async def test_a_vanished_tool_still_replays_and_a_new_call_is_denied(
         )
         snap = await rig.sessions.wait_for_idle(sid)
         (interrupt,) = snap.pending_interrupts
-        source.emptied = True
+        source.mode = "empty"
         await rig.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
         snap = await rig.sessions.wait_for_idle(sid)
         assert snap.turns[0].final_text == "done: transferred 5 to a"

@@ -9,20 +9,16 @@ tool Step options. Every provider effect is counted in the fake ledger.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import HookMatcher
-from connector_agent import ConnectorRig, connector_agent
+from connector_agent import ConnectorRig, connector_agent, switchable_source
 from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions
 from dex_agents.claude._sources import source_one_reply_text, vanished_text
-from dex_agents.connectors import ConnectorToolSource
-from dex_agents.session import SourceTool, ToolSourceContext
 from dex_agents.temporal import AgentSnapshot
-from dex_agents.testing import fake_ledger_connector_tools
 from dex_agents.testing._fake_ledger_connector import (
     FLAKY_LOOKUP_ATTEMPTS,
     SLOW_LOOKUP_TIMEOUT,
@@ -60,47 +56,6 @@ async def started_call_ids(rig: ConnectorRig, sid: str) -> set[str]:
         for e in await rig.sessions.events(sid)
         if e.type == "tool_call_started"
     }
-
-
-class _SwitchableSource:
-    """Lists the ledger's `transfer` until switched: then nothing, or a failure."""
-
-    def __init__(self, inner: ConnectorToolSource, *, source_name: str) -> None:
-        self._inner = inner
-        self.source_name = source_name
-        self.declared_tool_names: Sequence[str] = ()
-        self.mode: str = "list"
-        """`list`, `empty` (lists nothing) or `fail` (the listing raises)."""
-        self.listings: list[str] = []
-        """The mode of every listing, in order."""
-
-    async def list_tools(self, context: ToolSourceContext) -> Sequence[SourceTool]:
-        self.listings.append(self.mode)
-        if self.mode == "fail":
-            raise ConnectionError("the ledger's tool catalogue is down")
-        if self.mode == "empty":
-            return []
-        return [
-            t for t in await self._inner.list_tools(context) if t.name == "transfer"
-        ]
-
-    async def build_call(self, tool_name: str, arguments: Any) -> Any:
-        return await self._inner.build_call(tool_name, arguments)
-
-    async def execute_deferred_tool_call(self, call: Any, execution: Any) -> Any:
-        return await self._inner.execute_deferred_tool_call(call, execution)
-
-    def tool_call_step_options(self, tool_name: str) -> Any:
-        return self._inner.tool_call_step_options(tool_name)
-
-
-def _switchable(tmp_path: Path) -> _SwitchableSource:
-    return _SwitchableSource(
-        ConnectorToolSource(
-            fake_ledger_connector_tools(str(tmp_path / "ledger.jsonl"))
-        ),
-        source_name="dynamic",
-    )
 
 
 # --- row 96 / 245: two source writes of one reply ------------------------------
@@ -199,7 +154,7 @@ async def test_a_write_that_starts_a_task_records_outcome_unknown(
 async def test_a_new_call_of_a_vanished_tool_is_denied_and_starts_no_step(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
-    source = _switchable(tmp_path)
+    source = switchable_source(tmp_path)
     async with connector_agent(client, flow_type, tmp_path, sources=[source]) as rig:
         sid = "vanished-new-call"
         # The second transfer is denied in the first reply; the model calls it
@@ -299,7 +254,7 @@ async def test_an_application_hook_that_denies_on_resume_cannot_hide_the_record(
 async def test_a_source_whose_listing_fails_on_resume_still_replays_the_record(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
-    source = _switchable(tmp_path)
+    source = switchable_source(tmp_path)
     async with connector_agent(client, flow_type, tmp_path, sources=[source]) as rig:
         sid = "listing-fails"
         await rig.sessions.start(

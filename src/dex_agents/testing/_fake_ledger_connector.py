@@ -191,7 +191,7 @@ def fake_ledger_operations(
             "payment_attempt",
             call_id=inv.call_id,
             attempt=inv.attempt,
-            fenced=getattr(inv, "earlier_fence", None) is not None,
+            fenced=inv.earlier_fence is not None,
         )
         done = [e for e in ledger.entries("payment") if e["call_id"] == inv.call_id]
         if not done:
