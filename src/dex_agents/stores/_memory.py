@@ -15,10 +15,14 @@ from pydantic import TypeAdapter
 
 from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
-from ._protocols import SegmentConflictError
-from ._rules import order_chain, poll_events, snapshot_version
+from ._rules import (
+    MESSAGES,
+    check_same_segment,
+    order_chain,
+    poll_events,
+    snapshot_version,
+)
 
-_MESSAGES = TypeAdapter(list[StoredMessage])
 _EVENT = TypeAdapter(EventRecord)
 _JSON_OBJECT = TypeAdapter(JsonObject)
 
@@ -46,20 +50,12 @@ class InMemoryRuntimeStore:
     ) -> None:
         """Write one immutable segment; see `RuntimeStore.put_segment`."""
         self._check_open()
-        body = _MESSAGES.dump_json(list(messages))
+        body = MESSAGES.dump_json(list(messages))
         existing = self._segments.get((session_id, segment_id))
         if existing is None:
             self._segments[session_id, segment_id] = (parent_id, body)
             return
-        old_parent, old_body = existing
-        if old_parent != parent_id or _MESSAGES.validate_json(
-            old_body
-        ) != _MESSAGES.validate_json(body):
-            raise SegmentConflictError(
-                f"segment {segment_id!r} of session {session_id!r} was already "
-                "written with different content; segments are immutable, so "
-                "write a new segment ID (include the attempt)"
-            )
+        check_same_segment(session_id, segment_id, existing, parent_id, body)
 
     async def read_segment(
         self, session_id: str, segment_id: str
@@ -72,7 +68,7 @@ class InMemoryRuntimeStore:
             raise KeyError(
                 f"session {session_id!r} has no segment {segment_id!r}"
             ) from None
-        return _MESSAGES.validate_json(body)
+        return MESSAGES.validate_json(body)
 
     async def read_transcript(
         self, session_id: str, head_id: str | None

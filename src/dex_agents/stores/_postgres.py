@@ -31,11 +31,12 @@ from pydantic import TypeAdapter
 
 from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
-from ._protocols import SegmentConflictError
 from ._rules import (
     EVENT_COLUMNS,
+    MESSAGES,
+    chain_messages,
+    check_same_segment,
     event_from_row,
-    order_chain,
     poll_events,
     snapshot_version,
 )
@@ -49,7 +50,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
         'the PostgreSQL runtime store needs psycopg: pip install "dex-agents[postgres]"'
     ) from e
 
-_MESSAGES = TypeAdapter(list[StoredMessage])
 _JSON_OBJECT = TypeAdapter(JsonObject)
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
@@ -272,8 +272,7 @@ class PostgresRuntimeStore:
         messages: Sequence[StoredMessage],
     ) -> None:
         """Write one immutable segment; see `RuntimeStore.put_segment`."""
-        body = _MESSAGES.dump_json(list(messages)).decode()
-        wanted = _MESSAGES.validate_json(body)
+        body = MESSAGES.dump_json(list(messages)).decode()
         pool = await self._ensure_open()
         async with pool.connection() as conn:
             cur = await conn.execute(
@@ -295,12 +294,7 @@ class PostgresRuntimeStore:
             )
             row = await cur.fetchone()
         assert row is not None  # the insert conflicted with this very row
-        if row[0] != parent_id or _MESSAGES.validate_json(row[1]) != wanted:
-            raise SegmentConflictError(
-                f"segment {segment_id!r} of session {session_id!r} was already "
-                "written with different content; segments are immutable, so "
-                "write a new segment ID (include the attempt)"
-            )
+        check_same_segment(session_id, segment_id, row, parent_id, body)
 
     async def read_segment(
         self, session_id: str, segment_id: str
@@ -313,7 +307,7 @@ class PostgresRuntimeStore:
         )
         if not rows:
             raise KeyError(f"session {session_id!r} has no segment {segment_id!r}")
-        return _MESSAGES.validate_json(rows[0][0])
+        return MESSAGES.validate_json(rows[0][0])
 
     async def read_transcript(
         self, session_id: str, head_id: str | None
@@ -334,12 +328,7 @@ class PostgresRuntimeStore:
             SELECT segment_id, parent_id, body FROM chain""",
             {"s": session_id, "h": head_id},
         )
-        parents = {segment_id: parent for segment_id, parent, _ in rows}
-        bodies = {segment_id: body for segment_id, _, body in rows}
-        messages: list[StoredMessage] = []
-        for segment_id in order_chain(session_id, head_id, parents):
-            messages.extend(_MESSAGES.validate_json(bodies[segment_id]))
-        return messages
+        return chain_messages(session_id, head_id, rows)
 
     # -- events ------------------------------------------------------------
 

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter
 
 from .._errors import UserError
-from ..session import EventRecord, JsonObject
+from ..session import EventRecord, JsonObject, StoredMessage
+from ._protocols import SegmentConflictError
 
 _EVENT = TypeAdapter(EventRecord)
+MESSAGES = TypeAdapter(list[StoredMessage])
+"""How every store encodes a segment's messages (JSON text)."""
 _JSON_OBJECT = TypeAdapter(JsonObject)
 
 EVENT_COLUMNS = "cursor, turn_id, step_execution_id, attempt, seq, type, data"
@@ -92,3 +95,47 @@ async def poll_events(
             yield event
         if not batch:
             await asyncio.sleep(poll_interval)
+
+
+def check_same_segment(
+    session_id: str,
+    segment_id: str,
+    stored: tuple[str | None, str | bytes],
+    parent_id: str | None,
+    body: str | bytes,
+) -> None:
+    """Allow rewriting a segment only with what it holds (a retried write).
+
+    The bodies are compared decoded, so JSON-equal content is equal.
+
+    Raises:
+        SegmentConflictError: The stored parent or messages differ.
+    """
+    stored_parent, stored_body = stored
+    if stored_parent != parent_id or MESSAGES.validate_json(
+        stored_body
+    ) != MESSAGES.validate_json(body):
+        raise SegmentConflictError(
+            f"segment {segment_id!r} of session {session_id!r} was already "
+            "written with different content; segments are immutable, so "
+            "write a new segment ID (include the attempt)"
+        )
+
+
+def chain_messages(
+    session_id: str, head_id: str, rows: Iterable[Sequence[Any]]
+) -> list[StoredMessage]:
+    """The messages of the chain ending at `head_id`, oldest segment first.
+
+    `rows` are `(segment_id, parent_id, body)` of at least the chain's
+    segments, in any order; the order comes from the parent links.
+    """
+    parents: dict[str, str | None] = {}
+    bodies: dict[str, str] = {}
+    for segment_id, parent, body in rows:
+        parents[segment_id] = parent
+        bodies[segment_id] = body
+    messages: list[StoredMessage] = []
+    for segment_id in order_chain(session_id, head_id, parents):
+        messages.extend(MESSAGES.validate_json(bodies[segment_id]))
+    return messages

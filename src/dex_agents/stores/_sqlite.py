@@ -29,18 +29,18 @@ from pydantic import TypeAdapter
 
 from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
-from ._protocols import SegmentConflictError
 from ._rules import (
     EVENT_COLUMNS,
+    MESSAGES,
+    chain_messages,
+    check_same_segment,
     event_from_row,
-    order_chain,
     poll_events,
     snapshot_version,
 )
 
 _T = TypeVar("_T")
 
-_MESSAGES = TypeAdapter(list[StoredMessage])
 _JSON_OBJECT = TypeAdapter(JsonObject)
 
 _SCHEMA = """
@@ -193,9 +193,7 @@ class SQLiteRuntimeStore:
         messages: Sequence[StoredMessage],
     ) -> None:
         """Write one immutable segment; see `RuntimeStore.put_segment`."""
-        body = _MESSAGES.dump_json(list(messages)).decode()
-        # Compare what a reader would get back, so JSON-equal content is equal.
-        wanted = _MESSAGES.validate_json(body)
+        body = MESSAGES.dump_json(list(messages)).decode()
 
         def put(conn: sqlite3.Connection) -> None:
             row = conn.execute(
@@ -208,12 +206,8 @@ class SQLiteRuntimeStore:
                     "INSERT INTO segments VALUES (?, ?, ?, ?, ?)",
                     (session_id, segment_id, parent_id, body, time.time()),
                 )
-            elif row[0] != parent_id or _MESSAGES.validate_json(row[1]) != wanted:
-                raise SegmentConflictError(
-                    f"segment {segment_id!r} of session {session_id!r} was "
-                    "already written with different content; segments are "
-                    "immutable, so write a new segment ID (include the attempt)"
-                )
+            else:
+                check_same_segment(session_id, segment_id, row, parent_id, body)
 
         await self._transact(put)
 
@@ -232,7 +226,7 @@ class SQLiteRuntimeStore:
         body = await self._run(read)
         if body is None:
             raise KeyError(f"session {session_id!r} has no segment {segment_id!r}")
-        return _MESSAGES.validate_json(body)
+        return MESSAGES.validate_json(body)
 
     async def read_transcript(
         self, session_id: str, head_id: str | None
@@ -245,13 +239,7 @@ class SQLiteRuntimeStore:
             params = {"session_id": session_id, "head_id": head_id}
             return conn.execute(_CHAIN, params).fetchall()
 
-        rows = await self._run(read)
-        parents = {segment_id: parent for segment_id, parent, _ in rows}
-        bodies = {segment_id: body for segment_id, _, body in rows}
-        messages: list[StoredMessage] = []
-        for segment_id in order_chain(session_id, head_id, parents):
-            messages.extend(_MESSAGES.validate_json(bodies[segment_id]))
-        return messages
+        return chain_messages(session_id, head_id, await self._run(read))
 
     # -- events ------------------------------------------------------------
 
