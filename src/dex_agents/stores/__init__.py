@@ -1,4 +1,4 @@
-"""Runtime stores (transcript segments, the event log, snapshots) and media stores."""
+"""Runtime stores (transcript segments, events, snapshots, blobs, turns) and media stores."""
 
 from ..session import ImageReference
 from ._conformance import run_runtime_store_conformance
@@ -6,10 +6,11 @@ from ._media import DirectoryMediaStore, InMemoryMediaStore, MediaStore
 from ._media_conformance import run_media_store_conformance
 from ._memory import InMemoryRuntimeStore
 from ._open import is_database_url, open_runtime_store, redacted_store
-from ._protocols import RuntimeStore, SegmentConflictError
+from ._protocols import BlobConflictError, RuntimeStore, SegmentConflictError
 from ._sqlite import SQLiteRuntimeStore
 
 __all__ = [
+    "BlobConflictError",
     "DirectoryMediaStore",
     "ImageReference",
     "InMemoryMediaStore",

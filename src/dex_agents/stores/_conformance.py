@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import random
 from collections.abc import Awaitable, Callable, Sequence
 
+from .._errors import UserError
 from ..session import (
     AgentEventType,
     EventRecord,
@@ -27,7 +29,7 @@ from ..session import (
     JsonValue,
     StoredMessage,
 )
-from ._protocols import RuntimeStore, SegmentConflictError
+from ._protocols import BlobConflictError, RuntimeStore, SegmentConflictError
 
 _TRICKY: JsonObject = {
     "unicode": 'héllo wörld ✓ 日本語 🚀 \u0000 "quoted" \\ back',
@@ -183,6 +185,230 @@ async def _missing_segments_raise_key_error(store: RuntimeStore) -> None:
         except KeyError:
             continue
         raise _broken(rule)
+
+
+async def _raises(
+    error: type[Exception], call: Callable[[], Awaitable[object]], rule: str
+) -> Exception:
+    """The `error` that `call` raises; the rule is broken if it raises nothing."""
+    try:
+        await call()
+    except error as e:
+        return e
+    raise _broken(rule)
+
+
+async def _transcript_tails_read_oldest_first(store: RuntimeStore) -> None:
+    root, first, second, head = (
+        [_msg("r1"), _msg("r2")],
+        [_msg("f1")],
+        [_msg("s1"), _msg("s2")],
+        [_msg("h1")],
+    )
+    await store.put_segment("s1", "root", None, root)
+    await store.put_segment("s1", "t1", "root", first)
+    await store.put_segment("s1", "t2/crashed", "t1", [_msg("crashed")])
+    await store.put_segment("s1", "t2", "t1", second)
+    await store.put_segment("s1", "t3", "t2", head)
+    whole = root + first + second + head
+    for max_segments, expected in (
+        (1, head),
+        (2, second + head),
+        (3, first + second + head),
+        (4, whole),
+        (5, whole),
+        (1000, whole),
+        (None, whole),
+    ):
+        got = await store.read_transcript("s1", "t3", max_segments=max_segments)
+        _check(
+            got == expected,
+            f"read_transcript(max_segments={max_segments}) returns the newest "
+            "segments of the chain, oldest first "
+            f"(got {[m.text for m in got]}, expected {[m.text for m in expected]})",
+        )
+    _check(
+        await store.read_transcript("s1", "t1", max_segments=1) == first,
+        "read_transcript(max_segments=1) is the head segment alone",
+    )
+    _check(
+        await store.read_transcript("s1", None, max_segments=1) == [],
+        "a None head is the empty transcript whatever max_segments is",
+    )
+
+    await store.put_segment("s1", "orphan", "never-written", [_msg("o")])
+    _check(
+        await store.read_transcript("s1", "orphan", max_segments=1) == [_msg("o")],
+        "a chain cut short by max_segments is not missing its older segments",
+    )
+    await _raises(
+        KeyError,
+        lambda: store.read_transcript("s1", "orphan", max_segments=2),
+        "a missing parent within max_segments raises KeyError",
+    )
+    await _raises(
+        KeyError,
+        lambda: store.read_transcript("s1", "nope", max_segments=1),
+        "read_transcript(max_segments=1) of an unknown head raises KeyError",
+    )
+    for bad in (0, -1):
+        await _raises(
+            UserError,
+            lambda bad=bad: store.read_transcript("s1", "t3", max_segments=bad),
+            f"read_transcript(max_segments={bad}) raises UserError",
+        )
+
+
+async def _blobs_are_immutable(store: RuntimeStore) -> None:
+    # Random bytes: every byte value, NULs included, and nothing compressible.
+    big = random.Random(7).randbytes(5 * 1024 * 1024)
+    await store.put_blob("s1", "big", big)
+    got = await store.get_blob("s1", "big")
+    _check(
+        isinstance(got, bytes) and got == big,
+        "get_blob returns the exact bytes of a 5 MB put_blob",
+    )
+    await store.put_blob("s1", "empty", b"")
+    got = await store.get_blob("s1", "empty")
+    _check(isinstance(got, bytes) and got == b"", "an empty blob round-trips")
+
+    await store.put_blob("s1", "big", bytes(bytearray(big)))
+    await store.put_blob("s1", "empty", b"")
+    _check(
+        await store.get_blob("s1", "big") == big,
+        "rewriting a blob with equal bytes is a no-op",
+    )
+
+    for blob_id, data, what in (
+        ("big", big[:-1] + bytes([big[-1] ^ 1]), "one byte changed"),
+        ("big", big + b"\0", "one byte more"),
+        ("big", b"", "empty bytes"),
+        ("empty", b"\0", "bytes where it was empty"),
+    ):
+        await _raises(
+            BlobConflictError,
+            lambda blob_id=blob_id, data=data: store.put_blob("s1", blob_id, data),
+            f"rewriting a blob with {what} raises `BlobConflictError`",
+        )
+    _check(
+        await store.get_blob("s1", "big") == big
+        and await store.get_blob("s1", "empty") == b"",
+        "a rejected rewrite leaves the blob unchanged",
+    )
+
+    await store.put_blob("s2", "big", b"another session")
+    _check(
+        await store.get_blob("s2", "big") == b"another session"
+        and await store.get_blob("s1", "big") == big,
+        "blobs are scoped to their session",
+    )
+
+    for session_id, blob_id in (("s1", "never-written"), ("s3", "big")):
+        error = await _raises(
+            KeyError,
+            lambda s=session_id, b=blob_id: store.get_blob(s, b),
+            f"get_blob({session_id!r}, {blob_id!r}) of an unwritten blob raises KeyError",
+        )
+        _check(
+            session_id in str(error) and blob_id in str(error),
+            f"the KeyError of a missing blob names the session and the blob "
+            f"(got {error})",
+        )
+
+
+def _turn(number: int, text: str = "") -> JsonObject:
+    # A wrong `number` inside: the store must key on the number it is given.
+    return {"turn": number, "number": -number, "text": text or f"turn {number}"}
+
+
+async def _turns_read_newest_first(store: RuntimeStore) -> None:
+    _check(
+        await store.count_turns("s1") == 0 and await store.read_turns("s1") == [],
+        "a session without turns counts 0 and reads none",
+    )
+    for number in (3, 1, 2, 7, 5, 4, 6):  # recorded out of order
+        await store.put_turn("s1", number, _turn(number))
+    await store.put_turn("s2", 1, _turn(1, "other session"))
+
+    def numbers(turns: list[JsonObject]) -> list[JsonValue]:
+        return [t.get("turn") for t in turns]
+
+    _check(
+        await store.read_turns("s1") == [_turn(n) for n in (7, 6, 5, 4, 3, 2, 1)],
+        "read_turns returns every turn, newest first, as recorded",
+    )
+    for before, limit, expected in (
+        (None, 3, [7, 6, 5]),
+        (5, 3, [4, 3, 2]),
+        (2, 3, [1]),
+        (1, 3, []),
+        (100, 2, [7, 6]),
+        (8, 20, [7, 6, 5, 4, 3, 2, 1]),
+        (7, 1, [6]),
+    ):
+        got = numbers(await store.read_turns("s1", before=before, limit=limit))
+        _check(
+            got == expected,
+            f"read_turns(before={before}, limit={limit}) returns the newest "
+            f"turns below `before` (got {got}, expected {expected})",
+        )
+
+    paged: list[JsonValue] = []
+    before: int | None = None
+    for _ in range(10):
+        page = await store.read_turns("s1", before=before, limit=2)
+        if not page:
+            break
+        paged.extend(numbers(page))
+        last = page[-1]["turn"]
+        if not isinstance(last, int):
+            raise _broken("a turn reads back with the fields it was recorded with")
+        before = last
+    _check(
+        paged == [7, 6, 5, 4, 3, 2, 1],
+        f"paging with the smallest number as `before` visits every turn once (got {paged})",
+    )
+
+    await store.put_turn("s1", 4, _turn(4, "re-recorded"))
+    await store.put_turn("s1", 4, _turn(4, "re-recorded"))
+    _check(
+        await store.read_turns("s1", before=5, limit=1) == [_turn(4, "re-recorded")],
+        "put_turn of a recorded number replaces the turn",
+    )
+    _check(
+        await store.count_turns("s1") == 7,
+        "replacing a turn does not change the count",
+    )
+    _check(
+        await store.count_turns("s2") == 1
+        and await store.read_turns("s2") == [_turn(1, "other session")]
+        and await store.count_turns("s3") == 0
+        and await store.read_turns("s3") == [],
+        "turns are scoped to their session",
+    )
+
+    returned = await store.read_turns("s1", limit=1)
+    returned[0]["text"] = "mutated"
+    _check(
+        await store.read_turns("s1", limit=1) == [_turn(7)],
+        "mutating a returned turn does not change the store",
+    )
+
+    for bad in (0, -1):
+        await _raises(
+            UserError,
+            lambda bad=bad: store.read_turns("s1", limit=bad),
+            f"read_turns(limit={bad}) raises UserError",
+        )
+    await _raises(
+        UserError,
+        lambda: store.put_turn("s1", 0, _turn(0)),
+        "put_turn of turn number 0 raises UserError (turns count from 1)",
+    )
+    _check(
+        await store.count_turns("s1") == 7,
+        "a refused put_turn records nothing",
+    )
 
 
 async def _event_cursors_are_per_session(store: RuntimeStore) -> None:
@@ -390,12 +616,25 @@ async def _json_round_trips(store: RuntimeStore) -> None:
         await store.get_snapshot("sé-🚀") == snapshot,
         "a snapshot round-trips unicode and nested JSON",
     )
+    await store.put_turn("sé-🚀", 1, _TRICKY)
+    _check(
+        await store.read_turns("sé-🚀") == [_TRICKY],
+        "a turn round-trips unicode and nested JSON",
+    )
+    await store.put_blob("sé-🚀", "blob/ü", "日本語".encode())
+    _check(
+        await store.get_blob("sé-🚀", "blob/ü") == "日本語".encode(),
+        "a blob round-trips under unicode IDs",
+    )
 
 
 _RULES: Sequence[Callable[[RuntimeStore], Awaitable[None]]] = (
     _segments_are_immutable,
     _chains_read_oldest_first,
     _missing_segments_raise_key_error,
+    _transcript_tails_read_oldest_first,
+    _blobs_are_immutable,
+    _turns_read_newest_first,
     _event_cursors_are_per_session,
     _read_after_cursor_with_limit,
     _snapshots_keep_the_highest_version,

@@ -1,8 +1,9 @@
 """An in-process runtime store for unit tests and single-process experiments.
 
-It keeps every value as JSON text, like the SQLite store, so callers get fresh
-copies (mutating a returned message never changes the store) and anything that
-would not survive a real store's round trip fails here too.
+It keeps every value as JSON text (blobs as immutable bytes), like the SQLite
+store, so callers get fresh copies (mutating a returned message never changes
+the store) and anything that would not survive a real store's round trip
+fails here too.
 """
 
 from __future__ import annotations
@@ -17,10 +18,15 @@ from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
 from ._rules import (
     MESSAGES,
+    at_least_one,
+    blob_digest,
+    check_same_blob,
     check_same_segment,
+    missing_blob,
     order_chain,
     poll_events,
     snapshot_version,
+    turn_number,
 )
 
 _EVENT = TypeAdapter(EventRecord)
@@ -34,6 +40,8 @@ class InMemoryRuntimeStore:
         self._segments: dict[tuple[str, str], tuple[str | None, bytes]] = {}
         self._events: dict[str, list[bytes]] = {}
         self._snapshots: dict[str, tuple[int, float, bytes]] = {}
+        self._blobs: dict[tuple[str, str], tuple[str, bytes]] = {}
+        self._turns: dict[str, dict[int, bytes]] = {}
         self._last_update = 0.0
         self._closed = False
 
@@ -71,10 +79,11 @@ class InMemoryRuntimeStore:
         return MESSAGES.validate_json(body)
 
     async def read_transcript(
-        self, session_id: str, head_id: str | None
+        self, session_id: str, head_id: str | None, *, max_segments: int | None = None
     ) -> list[StoredMessage]:
-        """Every message on the chain ending at `head_id`, oldest segment first."""
+        """The chain ending at `head_id`, oldest first; see `RuntimeStore.read_transcript`."""
         self._check_open()
+        at_least_one("max_segments", max_segments)
         if head_id is None:
             return []
         parents = {
@@ -83,9 +92,54 @@ class InMemoryRuntimeStore:
             if session == session_id
         }
         messages: list[StoredMessage] = []
-        for segment_id in order_chain(session_id, head_id, parents):
+        for segment_id in order_chain(session_id, head_id, parents, max_segments):
             messages.extend(await self.read_segment(session_id, segment_id))
         return messages
+
+    async def put_blob(self, session_id: str, blob_id: str, data: bytes) -> None:
+        """Write one immutable blob; see `RuntimeStore.put_blob`."""
+        self._check_open()
+        # bytes() copies a bytearray, so the caller's later edits cannot reach
+        # the store; it is free for bytes, which are immutable already.
+        data = bytes(data)
+        digest = blob_digest(data)
+        existing = self._blobs.get((session_id, blob_id))
+        if existing is None:
+            self._blobs[session_id, blob_id] = (digest, data)
+            return
+        check_same_blob(session_id, blob_id, existing[0], digest)
+
+    async def get_blob(self, session_id: str, blob_id: str) -> bytes:
+        """The bytes of one blob; `KeyError` if it was never written."""
+        self._check_open()
+        try:
+            return self._blobs[session_id, blob_id][1]
+        except KeyError:
+            raise missing_blob(session_id, blob_id) from None
+
+    async def put_turn(self, session_id: str, number: int, turn: JsonObject) -> None:
+        """Record (or replace) finished turn `number`; see `RuntimeStore.put_turn`."""
+        self._check_open()
+        self._turns.setdefault(session_id, {})[turn_number(number)] = (
+            _JSON_OBJECT.dump_json(turn)
+        )
+
+    async def read_turns(
+        self, session_id: str, *, before: int | None = None, limit: int = 20
+    ) -> list[JsonObject]:
+        """Turns numbered below `before`, newest first, at most `limit`."""
+        self._check_open()
+        at_least_one("limit", limit)
+        turns = self._turns.get(session_id, {})
+        numbers = sorted(
+            (n for n in turns if before is None or n < before), reverse=True
+        )
+        return [_JSON_OBJECT.validate_json(turns[n]) for n in numbers[:limit]]
+
+    async def count_turns(self, session_id: str) -> int:
+        """How many turns the session has recorded."""
+        self._check_open()
+        return len(self._turns.get(session_id, {}))
 
     async def append_events(self, events: Sequence[EventRecord]) -> list[int]:
         """Append events and return their cursors; see `RuntimeStore.append_events`."""
@@ -152,3 +206,5 @@ class InMemoryRuntimeStore:
         self._segments.clear()
         self._events.clear()
         self._snapshots.clear()
+        self._blobs.clear()
+        self._turns.clear()

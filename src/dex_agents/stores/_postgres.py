@@ -1,9 +1,9 @@
 """`PostgresRuntimeStore`: the runtime store that every machine of a deployment shares.
 
 The SQLite store is one file on one machine. Past one machine, workers and
-clients on different hosts must see the same transcript segments, event log
-and snapshot projections, so they share one PostgreSQL database (extra
-`[postgres]`). Every guarantee of the `RuntimeStore` contract is made by the
+clients on different hosts must see the same transcript segments, event log,
+snapshot projections, blobs and turn log, so they share one PostgreSQL
+database (extra `[postgres]`). Every guarantee of the `RuntimeStore` contract is made by the
 database, never by process state:
 
 - event cursors come from a per-session counter row, incremented with
@@ -34,11 +34,16 @@ from ..session import EventRecord, JsonObject, StoredMessage
 from ._rules import (
     EVENT_COLUMNS,
     MESSAGES,
+    at_least_one,
+    blob_digest,
     chain_messages,
+    check_same_blob,
     check_same_segment,
     event_from_row,
+    missing_blob,
     poll_events,
     snapshot_version,
+    turn_number,
 )
 
 try:
@@ -61,8 +66,20 @@ def _sql(text: str) -> LiteralString:
     return cast(LiteralString, text)
 
 
-_OBJECTS = ("segments", "event_cursors", "events", "snapshot_order", "snapshots")
-"""The store's tables and sequence (without the prefix), checked before any DDL."""
+_OBJECTS = (
+    "segments",
+    "event_cursors",
+    "events",
+    "snapshot_order",
+    "snapshots",
+    "blobs",
+    "turns",
+)
+"""The store's tables and sequence (without the prefix), checked before any DDL.
+
+A database created before a table was added lacks it, so the next open creates
+it (every statement is `IF NOT EXISTS`).
+"""
 
 _CONNECTION = {
     # Single statements commit at once: a poll is one round trip, not BEGIN/COMMIT.
@@ -118,7 +135,42 @@ def _schema(p: str) -> list[str]:
             body TEXT NOT NULL)""",
         f"""CREATE INDEX IF NOT EXISTS {p}snapshots_by_update
             ON {p}snapshots (updated_order)""",
+        f"""CREATE TABLE IF NOT EXISTS {p}blobs (
+            session_id TEXT NOT NULL,
+            blob_id TEXT NOT NULL,
+            sha256 TEXT NOT NULL,
+            data BYTEA NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+            PRIMARY KEY (session_id, blob_id))""",
+        f"""CREATE TABLE IF NOT EXISTS {p}turns (
+            session_id TEXT NOT NULL,
+            number BIGINT NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session_id, number))""",
     ]
+
+
+def _chain(p: str) -> str:
+    """The rows of the chain ending at `%(h)s`, at most `%(n)s` of them (NULL: all).
+
+    The walk stops at depth `%(n)s`, so a tail costs its own rows. Rows with a
+    depth are never duplicates, so UNION could not stop a corrupt, looping
+    chain: the depth bound does, and without `%(n)s` it is the session's
+    segment count, which no chain exceeds without looping. The order is
+    rebuilt from the parent links, which also name a missing segment and the
+    loop.
+    """
+    return f"""WITH RECURSIVE chain(segment_id, parent_id, body, depth) AS (
+        SELECT segment_id, parent_id, body, 1 FROM {p}segments
+        WHERE session_id = %(s)s AND segment_id = %(h)s
+        UNION ALL
+        SELECT s.segment_id, s.parent_id, s.body, chain.depth + 1
+        FROM {p}segments AS s
+        JOIN chain ON s.segment_id = chain.parent_id
+        WHERE s.session_id = %(s)s AND chain.depth < COALESCE(
+            %(n)s::bigint,
+            (SELECT count(*) FROM {p}segments WHERE session_id = %(s)s)))
+    SELECT segment_id, parent_id, body FROM chain"""
 
 
 class PostgresRuntimeStore:
@@ -310,25 +362,117 @@ class PostgresRuntimeStore:
         return MESSAGES.validate_json(rows[0][0])
 
     async def read_transcript(
-        self, session_id: str, head_id: str | None
+        self, session_id: str, head_id: str | None, *, max_segments: int | None = None
     ) -> list[StoredMessage]:
-        """Every message on the chain ending at `head_id`, oldest segment first."""
+        """The chain ending at `head_id`, oldest first; see `RuntimeStore.read_transcript`."""
+        at_least_one("max_segments", max_segments)
         if head_id is None:
             return []
-        # UNION (not UNION ALL) stops a corrupt, looping chain; the order is
-        # rebuilt from the parent links, which also names a missing segment.
         rows = await self._fetch(
-            f"""WITH RECURSIVE chain(segment_id, parent_id, body) AS (
-                SELECT segment_id, parent_id, body FROM {self._p}segments
-                WHERE session_id = %(s)s AND segment_id = %(h)s
-                UNION
-                SELECT s.segment_id, s.parent_id, s.body FROM {self._p}segments AS s
-                JOIN chain ON s.segment_id = chain.parent_id
-                WHERE s.session_id = %(s)s)
-            SELECT segment_id, parent_id, body FROM chain""",
-            {"s": session_id, "h": head_id},
+            _chain(self._p), {"s": session_id, "h": head_id, "n": max_segments}
         )
-        return chain_messages(session_id, head_id, rows)
+        return chain_messages(session_id, head_id, rows, max_segments)
+
+    # -- blobs -------------------------------------------------------------
+
+    async def put_blob(self, session_id: str, blob_id: str, data: bytes) -> None:
+        """Write one immutable blob; see `RuntimeStore.put_blob`."""
+        # Hashed on a thread: megabytes would stall the event loop.
+        digest = await asyncio.to_thread(blob_digest, data)
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            # The digest first, so a retry does not send the bytes again.
+            stored = await self._blob_digest(conn, session_id, blob_id)
+            if stored is None:
+                # %b: the bytes travel in binary, not escaped to twice their size.
+                cur = await conn.execute(
+                    _sql(
+                        f"INSERT INTO {self._p}blobs"
+                        " (session_id, blob_id, sha256, data)"
+                        " VALUES (%s, %s, %s, %b) ON CONFLICT DO NOTHING"
+                    ),
+                    (session_id, blob_id, digest, data),
+                )
+                if cur.rowcount == 1:
+                    return
+                stored = await self._blob_digest(conn, session_id, blob_id)
+        assert stored is not None  # the insert conflicted with this very row
+        check_same_blob(session_id, blob_id, stored, digest)
+
+    async def _blob_digest(
+        self, conn: psycopg.AsyncConnection[Any], session_id: str, blob_id: str
+    ) -> str | None:
+        cur = await conn.execute(
+            _sql(
+                f"SELECT sha256 FROM {self._p}blobs"
+                " WHERE session_id = %s AND blob_id = %s"
+            ),
+            (session_id, blob_id),
+        )
+        row = await cur.fetchone()
+        return None if row is None else row[0]
+
+    async def get_blob(self, session_id: str, blob_id: str) -> bytes:
+        """The bytes of one blob; `KeyError` if it was never written."""
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            # Binary results: as text, BYTEA would travel hex-encoded, twice its size.
+            cur = await conn.execute(
+                _sql(
+                    f"SELECT data FROM {self._p}blobs"
+                    " WHERE session_id = %s AND blob_id = %s"
+                ),
+                (session_id, blob_id),
+                binary=True,
+            )
+            row = await cur.fetchone()
+        if row is None:
+            raise missing_blob(session_id, blob_id)
+        return bytes(row[0])
+
+    # -- turns -------------------------------------------------------------
+
+    async def put_turn(self, session_id: str, number: int, turn: JsonObject) -> None:
+        """Record (or replace) finished turn `number`; see `RuntimeStore.put_turn`."""
+        row = (session_id, turn_number(number), _JSON_OBJECT.dump_json(turn).decode())
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            await conn.execute(
+                _sql(
+                    f"INSERT INTO {self._p}turns VALUES (%s, %s, %s)"
+                    " ON CONFLICT (session_id, number)"
+                    " DO UPDATE SET body = excluded.body"
+                ),
+                row,
+            )
+
+    async def read_turns(
+        self, session_id: str, *, before: int | None = None, limit: int = 20
+    ) -> list[JsonObject]:
+        """Turns numbered below `before`, newest first, at most `limit`."""
+        at_least_one("limit", limit)
+        # Two statements rather than `(%s IS NULL OR number < %s)`, which the
+        # planner cannot turn into a range of the primary key.
+        if before is None:
+            where = "session_id = %s"
+            params: tuple[Any, ...] = (session_id, limit)
+        else:
+            where = "session_id = %s AND number < %s"
+            params = (session_id, before, limit)
+        rows = await self._fetch(
+            f"SELECT body FROM {self._p}turns WHERE {where}"
+            " ORDER BY number DESC LIMIT %s",
+            params,
+        )
+        return [_JSON_OBJECT.validate_json(body) for (body,) in rows]
+
+    async def count_turns(self, session_id: str) -> int:
+        """How many turns the session has recorded."""
+        rows = await self._fetch(
+            f"SELECT count(*) FROM {self._p}turns WHERE session_id = %s",
+            (session_id,),
+        )
+        return int(rows[0][0])
 
     # -- events ------------------------------------------------------------
 

@@ -12,6 +12,12 @@ The runtime store keeps what must not live in workflow history:
   a cursor and followed.
 - **Snapshot projections.** The last published snapshot of each session, so
   clients can list and show sessions while no worker runs.
+- **Blobs.** Immutable bytes under an ID the caller derives from the content,
+  so a user-sized value (a 20 MB message, a large tool input or output)
+  travels through workflow history as a reference instead of as itself.
+- **The turn log.** One JSON object per finished turn, appended once, so the
+  workflow's state does not grow with the age of the session and a snapshot
+  reads only the most recent turns.
 """
 
 from __future__ import annotations
@@ -26,8 +32,12 @@ class SegmentConflictError(Exception):
     """A segment ID was written twice with different content."""
 
 
+class BlobConflictError(Exception):
+    """A blob ID was written twice with different bytes."""
+
+
 class RuntimeStore(Protocol):
-    """Transcript segments, the live event log and snapshot projections.
+    """Transcript segments, the live event log, snapshot projections, blobs and turns.
 
     Implementations must be safe to share between the worker's activities and
     clients in other processes (the SQLite default uses WAL).
@@ -55,12 +65,57 @@ class RuntimeStore(Protocol):
         ...
 
     async def read_transcript(
-        self, session_id: str, head_id: str | None
+        self, session_id: str, head_id: str | None, *, max_segments: int | None = None
     ) -> list[StoredMessage]:
         """Every message on the chain ending at `head_id`, oldest segment first.
 
         `None` is the empty transcript. A missing segment on the chain raises `KeyError`.
+
+        `max_segments`: only the newest N segments of the chain (still returned
+        oldest first), so a snapshot of a long session reads its tail at the
+        cost of N segments; None reads the whole chain. A chain cut short this
+        way is not missing its older segments. Below 1 raises `UserError`.
         """
+        ...
+
+    async def put_blob(self, session_id: str, blob_id: str, data: bytes) -> None:
+        """Write one immutable blob.
+
+        The same `blob_id` again with equal bytes is a no-op (a retry);
+        different bytes raise `BlobConflictError`. Blobs of tens of megabytes
+        (at least 40 MB) must work.
+        """
+        ...
+
+    async def get_blob(self, session_id: str, blob_id: str) -> bytes:
+        """The bytes of one blob.
+
+        Raises `KeyError` naming the session and the blob when it was never written.
+        """
+        ...
+
+    async def put_turn(self, session_id: str, number: int, turn: JsonObject) -> None:
+        """Record finished turn `number` (1, 2, ...).
+
+        Writing the same number again replaces it (the workflow's local activity
+        may retry, or re-record the same turn). The number is the key, never
+        read from `turn`. A number below 1 raises `UserError`.
+        """
+        ...
+
+    async def read_turns(
+        self, session_id: str, *, before: int | None = None, limit: int = 20
+    ) -> list[JsonObject]:
+        """Recorded turns with a number below `before` (all when None), NEWEST FIRST.
+
+        At most `limit` of them (at least 1, else `UserError`), read at the cost
+        of the page, not of the session's age. Paging: pass the smallest number
+        you got as the next `before`.
+        """
+        ...
+
+    async def count_turns(self, session_id: str) -> int:
+        """How many turns the session has recorded."""
         ...
 
     async def append_events(self, events: Sequence[EventRecord]) -> list[int]:

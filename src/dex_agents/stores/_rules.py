@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -10,7 +11,7 @@ from pydantic import TypeAdapter
 
 from .._errors import UserError
 from ..session import EventRecord, JsonObject, StoredMessage
-from ._protocols import SegmentConflictError
+from ._protocols import BlobConflictError, SegmentConflictError
 
 _EVENT = TypeAdapter(EventRecord)
 MESSAGES = TypeAdapter(list[StoredMessage])
@@ -33,19 +34,84 @@ def snapshot_version(snapshot: JsonObject) -> int:
     return version
 
 
+def at_least_one(name: str, value: int | None) -> None:
+    """Refuse a count (a page size, a number of segments) below 1.
+
+    Zero or a negative count is a caller's bug, not a request for nothing; an
+    empty answer would hide it.
+
+    Raises:
+        UserError: `value` is not None and below 1.
+    """
+    if value is not None and value < 1:
+        raise UserError(f"`{name}` must be at least 1, got {value!r}")
+
+
+def turn_number(number: int) -> int:
+    """A turn log key, checked: turns count from 1.
+
+    Raises:
+        UserError: `number` is not an int or is below 1.
+    """
+    # bool is an int subclass, but `True` as a turn number is a bug, not turn 1.
+    if not isinstance(number, int) or isinstance(number, bool) or number < 1:
+        raise UserError(
+            f"turn number must be an int of at least 1, got {number!r}; "
+            "turns are numbered 1, 2, ... in the order they finish"
+        )
+    return number
+
+
+def blob_digest(data: bytes) -> str:
+    """The sha256 hex digest stored beside a blob.
+
+    A retried write is checked against the digest, so it never reads back
+    (or compares) megabytes of stored bytes.
+    """
+    return hashlib.sha256(data).hexdigest()
+
+
+def check_same_blob(
+    session_id: str, blob_id: str, stored_digest: str, digest: str
+) -> None:
+    """Allow rewriting a blob only with the bytes it holds (a retried write).
+
+    Raises:
+        BlobConflictError: The stored bytes differ.
+    """
+    if stored_digest != digest:
+        raise BlobConflictError(
+            f"blob {blob_id!r} of session {session_id!r} was already written "
+            "with different bytes; blobs are immutable, so derive the blob ID "
+            "from the content"
+        )
+
+
+def missing_blob(session_id: str, blob_id: str) -> KeyError:
+    """The error of reading a blob that was never written."""
+    return KeyError(f"session {session_id!r} has no blob {blob_id!r}")
+
+
 def order_chain(
-    session_id: str, head_id: str, parents: dict[str, str | None]
+    session_id: str,
+    head_id: str,
+    parents: dict[str, str | None],
+    max_segments: int | None = None,
 ) -> list[str]:
     """Segment IDs from the root to `head_id`, following `parents`.
 
+    With `max_segments`, only the newest that many: the walk stops there, so
+    the older segments need not be in `parents` (a bounded read never fetched
+    them) and are not missing.
+
     Raises:
-        KeyError: A segment on the chain was never written.
+        KeyError: A segment on the (possibly cut) chain was never written.
         ValueError: The chain loops, which only corrupt parent links can cause.
     """
     order: list[str] = []
     seen: set[str] = set()
     current: str | None = head_id
-    while current is not None:
+    while current is not None and (max_segments is None or len(order) < max_segments):
         if current not in parents:
             raise KeyError(f"session {session_id!r} has no segment {current!r}")
         if current in seen:
@@ -123,12 +189,16 @@ def check_same_segment(
 
 
 def chain_messages(
-    session_id: str, head_id: str, rows: Iterable[Sequence[Any]]
+    session_id: str,
+    head_id: str,
+    rows: Iterable[Sequence[Any]],
+    max_segments: int | None = None,
 ) -> list[StoredMessage]:
     """The messages of the chain ending at `head_id`, oldest segment first.
 
     `rows` are `(segment_id, parent_id, body)` of at least the chain's
-    segments, in any order; the order comes from the parent links.
+    segments (its newest `max_segments` when given), in any order and possibly
+    repeated; the order comes from the parent links.
     """
     parents: dict[str, str | None] = {}
     bodies: dict[str, str] = {}
@@ -136,6 +206,6 @@ def chain_messages(
         parents[segment_id] = parent
         bodies[segment_id] = body
     messages: list[StoredMessage] = []
-    for segment_id in order_chain(session_id, head_id, parents):
+    for segment_id in order_chain(session_id, head_id, parents, max_segments):
         messages.extend(MESSAGES.validate_json(bodies[segment_id]))
     return messages

@@ -1,7 +1,7 @@
 """The default runtime store: one SQLite file in WAL mode.
 
-One file is shared by the worker process (which writes segments and events)
-and by client processes (which follow events and list snapshots), so every
+One file is shared by the worker process (which writes segments, events,
+blobs and turns) and by client processes (which follow events and list snapshots), so every
 guarantee is made by SQLite itself rather than by in-process state:
 
 - WAL mode lets readers in other processes follow the event log while a writer
@@ -32,11 +32,16 @@ from ..session import EventRecord, JsonObject, StoredMessage
 from ._rules import (
     EVENT_COLUMNS,
     MESSAGES,
+    at_least_one,
+    blob_digest,
     chain_messages,
+    check_same_blob,
     check_same_segment,
     event_from_row,
+    missing_blob,
     poll_events,
     snapshot_version,
+    turn_number,
 )
 
 _T = TypeVar("_T")
@@ -70,18 +75,39 @@ CREATE TABLE IF NOT EXISTS snapshots (
     body TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS snapshots_by_update ON snapshots (updated_at);
+CREATE TABLE IF NOT EXISTS blobs (
+    session_id TEXT NOT NULL,
+    blob_id TEXT NOT NULL,
+    sha256 TEXT NOT NULL,
+    data BLOB NOT NULL,
+    created_at REAL NOT NULL,
+    PRIMARY KEY (session_id, blob_id)
+);
+CREATE TABLE IF NOT EXISTS turns (
+    session_id TEXT NOT NULL,
+    number INTEGER NOT NULL,
+    body TEXT NOT NULL,
+    PRIMARY KEY (session_id, number)
+);
 """
 
-# UNION (not UNION ALL) deduplicates rows, so a corrupt chain that loops back on
-# itself still terminates; the order is rebuilt in Python from the parent links.
+# The walk carries its depth and stops at `:max_segments`, so the tail of a long
+# chain costs that many rows. Rows with a depth are never duplicates, so UNION
+# would not stop a corrupt chain that loops back on itself: the depth bound
+# does, and without `:max_segments` it is the session's segment count, which
+# no chain can exceed without looping. The order (and the loop's error) is
+# rebuilt in Python from the parent links.
 _CHAIN = """
-WITH RECURSIVE chain(segment_id, parent_id, body) AS (
-    SELECT segment_id, parent_id, body FROM segments
+WITH RECURSIVE chain(segment_id, parent_id, body, depth) AS (
+    SELECT segment_id, parent_id, body, 1 FROM segments
     WHERE session_id = :session_id AND segment_id = :head_id
-    UNION
-    SELECT s.segment_id, s.parent_id, s.body FROM segments AS s
+    UNION ALL
+    SELECT s.segment_id, s.parent_id, s.body, chain.depth + 1 FROM segments AS s
     JOIN chain ON s.segment_id = chain.parent_id
-    WHERE s.session_id = :session_id
+    WHERE s.session_id = :session_id AND chain.depth < COALESCE(
+        :max_segments,
+        (SELECT count(*) FROM segments WHERE session_id = :session_id)
+    )
 )
 SELECT segment_id, parent_id, body FROM chain
 """
@@ -229,17 +255,122 @@ class SQLiteRuntimeStore:
         return MESSAGES.validate_json(body)
 
     async def read_transcript(
-        self, session_id: str, head_id: str | None
+        self, session_id: str, head_id: str | None, *, max_segments: int | None = None
     ) -> list[StoredMessage]:
-        """Every message on the chain ending at `head_id`, oldest segment first."""
+        """The chain ending at `head_id`, oldest first; see `RuntimeStore.read_transcript`."""
+        at_least_one("max_segments", max_segments)
         if head_id is None:
             return []
 
         def read(conn: sqlite3.Connection) -> list[tuple[str, str | None, str]]:
-            params = {"session_id": session_id, "head_id": head_id}
+            params = {
+                "session_id": session_id,
+                "head_id": head_id,
+                "max_segments": max_segments,
+            }
             return conn.execute(_CHAIN, params).fetchall()
 
-        return chain_messages(session_id, head_id, await self._run(read))
+        rows = await self._run(read)
+        return chain_messages(session_id, head_id, rows, max_segments)
+
+    # -- blobs -------------------------------------------------------------
+
+    async def put_blob(self, session_id: str, blob_id: str, data: bytes) -> None:
+        """Write one immutable blob; see `RuntimeStore.put_blob`."""
+
+        def put(conn: sqlite3.Connection) -> None:
+            # Hashed on the pool thread: megabytes would stall the event loop.
+            digest = blob_digest(data)
+            # No BEGIN IMMEDIATE: a blob never changes once written, so the only
+            # race is two first writes, which the primary key settles.
+            # The digest first, so a retry does not write the bytes again.
+            stored = self._blob_digest(conn, session_id, blob_id)
+            if stored is None:
+                inserted = conn.execute(
+                    "INSERT INTO blobs VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (session_id, blob_id) DO NOTHING",
+                    (session_id, blob_id, digest, data, time.time()),
+                ).rowcount
+                if inserted == 1:
+                    return
+                stored = self._blob_digest(conn, session_id, blob_id)
+            assert stored is not None  # the insert conflicted with this very row
+            check_same_blob(session_id, blob_id, stored, digest)
+
+        await self._run(put)
+
+    @staticmethod
+    def _blob_digest(
+        conn: sqlite3.Connection, session_id: str, blob_id: str
+    ) -> str | None:
+        # `sha256` precedes `data` in the row, so this never reads the blob's pages.
+        row = conn.execute(
+            "SELECT sha256 FROM blobs WHERE session_id = ? AND blob_id = ?",
+            (session_id, blob_id),
+        ).fetchone()
+        return None if row is None else row[0]
+
+    async def get_blob(self, session_id: str, blob_id: str) -> bytes:
+        """The bytes of one blob; `KeyError` if it was never written."""
+
+        def read(conn: sqlite3.Connection) -> bytes | None:
+            row = conn.execute(
+                "SELECT data FROM blobs WHERE session_id = ? AND blob_id = ?",
+                (session_id, blob_id),
+            ).fetchone()
+            return None if row is None else bytes(row[0])
+
+        data = await self._run(read)
+        if data is None:
+            raise missing_blob(session_id, blob_id)
+        return data
+
+    # -- turns -------------------------------------------------------------
+
+    async def put_turn(self, session_id: str, number: int, turn: JsonObject) -> None:
+        """Record (or replace) finished turn `number`; see `RuntimeStore.put_turn`."""
+        row = (session_id, turn_number(number), _JSON_OBJECT.dump_json(turn).decode())
+
+        def put(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO turns VALUES (?, ?, ?)"
+                " ON CONFLICT (session_id, number) DO UPDATE SET body = excluded.body",
+                row,
+            )
+
+        await self._run(put)
+
+    async def read_turns(
+        self, session_id: str, *, before: int | None = None, limit: int = 20
+    ) -> list[JsonObject]:
+        """Turns numbered below `before`, newest first, at most `limit`."""
+        at_least_one("limit", limit)
+        # Two statements rather than `(? IS NULL OR number < ?)`, which the
+        # planner cannot turn into a range of the primary key.
+        if before is None:
+            sql = "SELECT body FROM turns WHERE session_id = ?"
+            params: tuple[Any, ...] = (session_id, limit)
+        else:
+            sql = "SELECT body FROM turns WHERE session_id = ? AND number < ?"
+            params = (session_id, before, limit)
+
+        def read(conn: sqlite3.Connection) -> list[tuple[str]]:
+            return conn.execute(
+                f"{sql} ORDER BY number DESC LIMIT ?", params
+            ).fetchall()
+
+        return [_JSON_OBJECT.validate_json(body) for (body,) in await self._run(read)]
+
+    async def count_turns(self, session_id: str) -> int:
+        """How many turns the session has recorded."""
+
+        def count(conn: sqlite3.Connection) -> int:
+            (n,) = conn.execute(
+                "SELECT count(*) FROM turns WHERE session_id = ?", (session_id,)
+            ).fetchone()
+            return n
+
+        return await self._run(count)
 
     # -- events ------------------------------------------------------------
 
