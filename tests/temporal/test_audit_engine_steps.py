@@ -25,11 +25,11 @@ from temporalio.exceptions import ApplicationError
 
 from dex_agents import EngineError
 from dex_agents.session import (
-    JsonObject,
     RunModelContext,
     ToolCallsRequested,
     TurnCompleted,
     Usage,
+    UserPrompt,
 )
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import (
@@ -299,23 +299,29 @@ async def test_create_worker_sets_a_one_second_sticky_timeout_and_the_bug_types(
     )
 
 
-class _ContentBlockRunner(ScriptedRunner):
-    """A runner whose message builder has a bug: it returns a list of content blocks.
+def _buggy_flow(flow_type: str) -> AgentSessionFlow:
+    """A flow whose workflow code has a bug on its run path, met by a "blocks:" prompt.
 
-    The Update handler stores the item as is; the bug surfaces on the workflow's
-    run path, when the next turn starts and reads the prompt's text.
+    The Update handler stores the prompt as is; the bug surfaces when the next
+    turn starts and reads the prompt as if it were a dict.
     """
+    flow = create_agent_session_flow(ScriptedRunner(), flow_type)
+    original = AgentSessionWorkflow._start_turn
 
-    def build_user_message(self, text: str) -> JsonObject:
-        if text.startswith("blocks:"):
-            return cast(JsonObject, [{"type": "text", "text": text}])
-        return super().build_user_message(text)
+    def start_turn(self: AgentSessionWorkflow) -> None:
+        prompt = self.state.pending[-1]
+        if isinstance(prompt, UserPrompt) and prompt.text.startswith("blocks:"):
+            cast(Any, [prompt.text]).get("text")  # the bug
+        original(self)
+
+    setattr(flow.workflow_class, "_start_turn", start_turn)  # noqa: B010
+    return flow
 
 
 async def test_a_bug_on_the_workflow_run_path_fails_the_session(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = create_agent_session_flow(_ContentBlockRunner(), flow_type)
+    flow = _buggy_flow(flow_type)
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)
     handle = client.get_workflow_handle("audit-eng-c30-run-path-bug")
@@ -344,7 +350,7 @@ async def test_without_the_bug_types_the_same_bug_would_retry_its_task_forever(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
     """The contrast of the test above: the worker option is what makes it fail."""
-    flow = create_agent_session_flow(_ContentBlockRunner(), flow_type)
+    flow = _buggy_flow(flow_type)
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)
     handle = client.get_workflow_handle("audit-eng-c30-no-bug-types")
@@ -387,9 +393,7 @@ def _changed_deploy(flow: AgentSessionFlow) -> AgentSessionFlow:
     Replaying a recorded turn on it meets ActivityTaskScheduled where the code
     commands a timer: a nondeterminism error, as after a bad deploy.
     """
-    changed = define_workflow_class(
-        flow.flow_type, flow.options, flow.runner.build_user_message
-    )
+    changed = define_workflow_class(flow.flow_type, flow.options, supports_images=False)
     original = AgentSessionWorkflow._run_model
 
     async def run_model_after_a_timer(

@@ -39,12 +39,17 @@ async def test_300_turns_continue_as_new_and_history_per_turn_is_flat(
                 prev = before.raw_description.workflow_execution_info
                 growth.append((turn, info.history_size_bytes - prev.history_size_bytes))
             before = after
-        snap = await sessions.snapshot(sid)
+        snap = await sessions.snapshot(sid, turns=300)
+        history = [t async for t in sessions.history(sid, page_size=64)]
     await store.close()
     assert len(runs) >= 2, "the session never continued as new"
+    assert [t.final_text for t in reversed(history)] == [
+        f"said: turn {n:03d}" for n in range(1, 301)
+    ]
     assert [t.final_text for t in snap.turns] == [
         f"said: turn {n:03d}" for n in range(1, 301)
     ]
+    assert snap.turn_count == 300
     assert len([m for m in snap.messages if m.role == "user"]) == 300
     early = statistics.median(b for t, b in growth if t <= 30)
     late = statistics.median(b for t, b in growth if t > 270)

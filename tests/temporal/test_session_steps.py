@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import timedelta
 from pathlib import Path
 
-import pytest
 from session_harness import Harness, make_config
 from temporalio.client import Client
 
-from dex_agents.session import EventRecord
+from dex_agents.session import AgentSessionOptions, EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import ledger_flow
@@ -225,10 +225,12 @@ async def test_failed_turn_writes_a_turn_failed_event(harness: Harness) -> None:
     assert "scripted failure" in str(failed[0].data["error"])
 
 
-async def test_a_bug_in_a_runner_s_message_builder_fails_the_update_not_the_session(
+async def test_a_bug_in_a_runner_s_message_builder_fails_the_turn_not_the_session(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+    """The runner's message builder runs in RunModel (not in workflow code), so a bug
+    there fails that turn's attempts like any runner error, and the session lives on."""
+    from temporalio.client import WorkflowExecutionStatus
 
     from dex_agents.session import JsonObject
     from dex_agents.temporal import create_agent_session_flow
@@ -237,20 +239,22 @@ async def test_a_bug_in_a_runner_s_message_builder_fails_the_update_not_the_sess
     class BuggyRunner(ScriptedRunner):
         def build_user_message(self, text: str) -> JsonObject:
             if text == "boom":
-                raise KeyError("missing")  # a bug that runs inside workflow code
+                raise KeyError("missing")
             return super().build_user_message(text)
 
-    flow = create_agent_session_flow(BuggyRunner(), flow_type)
+    flow = create_agent_session_flow(
+        BuggyRunner(),
+        flow_type,
+        AgentSessionOptions(retry_interval=timedelta(milliseconds=50)),
+    )
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)
     async with create_worker(client, [flow], store=store):
         await sessions.start("buggy")
-        # The workflow-bug types fail the Update at once instead of retrying its task.
-        with pytest.raises(WorkflowUpdateFailedError):
-            await asyncio.wait_for(sessions.send_user_message("buggy", "boom"), 30)
-        await sessions.send_user_message("buggy", "say fine")
-        snap = await sessions.wait_for_idle("buggy")
-        assert [t.final_text for t in snap.turns] == ["said: fine"]
+        assert await sessions.send_user_message("buggy", "boom")
+        snap = await asyncio.wait_for(sessions.wait_for_idle("buggy"), 30)
+        assert [t.status for t in snap.turns] == ["failed"]
+        assert "KeyError" in (snap.turns[0].error or "")
         status = (await client.get_workflow_handle("buggy").describe()).status
         assert status == WorkflowExecutionStatus.RUNNING
     await store.close()

@@ -33,6 +33,7 @@ from ..temporal import (
     get_agent_snapshot,
     resolve_interrupt,
     resolve_state_dir,
+    with_recent_turns,
 )
 from ..testing import MockMessagesApi
 from . import _render as render
@@ -397,11 +398,7 @@ async def _load_snapshot(target: Target, session_id: str) -> tuple[AgentSnapshot
             if info is not None:
                 raise no_worker(info.flow_type, info.task_queue)
             raise unknown_session(session_id, conn)
-        snapshot = render.snapshot_from_json(projected)
-        if store is not None:
-            snapshot.messages = await store.read_transcript(
-                session_id, snapshot.transcript_head
-            )
+        snapshot = await with_recent_turns(render.snapshot_from_json(projected), store)
         return snapshot, note
     finally:
         if store is not None:

@@ -32,6 +32,7 @@ from ..temporal import (
     resolve_interrupt,
     send_user_message,
     start_agent_session,
+    with_recent_turns,
 )
 from . import _render as render
 from ._context import (
@@ -317,10 +318,16 @@ class Chat:
     async def _snapshot(self) -> AgentSnapshot | None:
         """The live snapshot from the session, else the store's projection."""
         try:
-            return await get_agent_snapshot(self.conn.client, None, self.session_id)
+            return await get_agent_snapshot(
+                self.conn.client, None, self.session_id, store=self.store
+            )
         except EngineError:
             projected = await self.store.get_snapshot(self.session_id)
-            return None if projected is None else render.snapshot_from_json(projected)
+            if projected is None:
+                return None
+            return await with_recent_turns(
+                render.snapshot_from_json(projected), self.store
+            )
 
     # -- rendering events -------------------------------------------------------
 

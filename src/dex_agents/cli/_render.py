@@ -85,6 +85,11 @@ def snapshot_json(snapshot: AgentSnapshot) -> JsonObject:
     return _SNAPSHOT.dump_python(snapshot, mode="json")
 
 
+def turn_count(snapshot: AgentSnapshot) -> int:
+    """Every turn of the session (a projection of 0.1.x has no count: its turns are all)."""
+    return max(snapshot.turn_count, len(snapshot.turns))
+
+
 def session_summary_json(snapshot: AgentSnapshot) -> JsonObject:
     """One row of `sessions --json`: the snapshot without its turns and messages."""
     data = snapshot_json(snapshot)
@@ -92,7 +97,7 @@ def session_summary_json(snapshot: AgentSnapshot) -> JsonObject:
         "session_id": snapshot.session_id,
         "flow_type": snapshot.flow_type,
         "status": snapshot.status,
-        "turns": len(snapshot.turns),
+        "turns": turn_count(snapshot),
         "pending_interrupts": data["pending_interrupts"],
         "usage": data["usage"],
         "updated_at": snapshot.updated_at,
@@ -174,7 +179,7 @@ def sessions_table(snapshots: Iterable[AgentSnapshot]) -> Table:
             snap.session_id,
             snap.flow_type,
             status_text(snap.status),
-            str(len(snap.turns)),
+            str(turn_count(snap)),
             approvals,
             f"${snap.usage.cost_usd:.4f}",
             ago(snap.updated_at),
@@ -198,7 +203,7 @@ def print_snapshot(out: Console, snapshot: AgentSnapshot, *, note: str = "") -> 
         ("session", snapshot.session_id),
         ("flow", snapshot.flow_type),
         ("status", status_text(snapshot.status)),
-        ("turns", str(len(snapshot.turns))),
+        ("turns", str(turn_count(snapshot))),
         ("usage", usage_text(snapshot.usage)),
     ]
     if snapshot.updated_at:

@@ -1,9 +1,19 @@
 """The engine-free session core: records, policies, events, usage and the runner contract."""
 
+from ._blob import PREVIEW_CHARS, BlobReference, blob_reference, preview
 from ._events import AgentEvent, AgentEventType, EventRecord, EventSink
 from ._json import JsonObject, JsonValue
 from ._media import IMAGE_MEDIA_TYPES, ImageReference
 from ._options import AgentSessionOptions
+from ._pending import (
+    INLINE_TEXT_LIMIT,
+    MAX_QUEUED_MESSAGES,
+    MAX_USER_MESSAGE_BYTES,
+    PendingItem,
+    TurnFailureNote,
+    UserPrompt,
+    failure_note,
+)
 from ._policy import (
     TOOL_EFFECTS,
     ToolEffect,
@@ -52,6 +62,17 @@ from ._tool_sources import (
 from ._usage import ModelCallMetadata, Usage
 
 __all__ = [
+    "PREVIEW_CHARS",
+    "preview",
+    "failure_note",
+    "blob_reference",
+    "UserPrompt",
+    "TurnFailureNote",
+    "PendingItem",
+    "BlobReference",
+    "MAX_USER_MESSAGE_BYTES",
+    "MAX_QUEUED_MESSAGES",
+    "INLINE_TEXT_LIMIT",
     "AgentEvent",
     "AgentEventType",
     "AgentFrameworkRunner",

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._blob import BlobReference
 from ._json import JsonObject, JsonValue
 from ._media import ImageReference
 from ._policy import ToolPolicy
@@ -68,6 +69,9 @@ class ToolRecord:
     finished_by_resumed_turn: bool = False
     images: tuple[ImageReference, ...] = ()
     """Images of a `finished` result, replayed to the model after `output`."""
+    output_ref: BlobReference | None = None
+    """Set while the record travels through the engine: `output` is then a preview and
+    the whole output is this runtime store blob. Runners only see whole records."""
 
     @property
     def model_text(self) -> str:

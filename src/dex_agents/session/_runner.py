@@ -19,6 +19,7 @@ from pydantic import Field
 from ._events import EventSink
 from ._json import JsonObject
 from ._media import ImageReference
+from ._pending import failure_note
 from ._policy import ToolEffect, ToolPolicy
 from ._records import (
     DeferredToolExecution,
@@ -157,31 +158,5 @@ def image_message_builder(
 def turn_failure_note(
     turn_id: str, reason: str, records: Sequence[ToolRecord]
 ) -> JsonObject:
-    """The stored note for a turn whose RunModel failed for good.
-
-    It lists the deferred calls that ran, so the next turn's model knows what
-    already happened in the world.
-    """
-    lines = [f"The previous turn ({turn_id}) failed: {reason}"]
-    if records:
-        lines.append("These tool calls ran before it failed:")
-        lines.extend(
-            f"- {r.tool_name} {r.tool_call_id}: {r.status}"
-            + (f" ({r.output})" if r.output else "")
-            for r in records
-        )
-    else:
-        lines.append("No tool call ran before it failed.")
-    return {
-        "kind": "turn_failure_note",
-        "turn_id": turn_id,
-        "text": "\n".join(lines),
-        "tool_calls": [
-            {
-                "tool_call_id": r.tool_call_id,
-                "tool_name": r.tool_name,
-                "status": r.status,
-            }
-            for r in records
-        ],
-    }
+    """The stored note for a turn whose RunModel failed for good (see `failure_note`)."""
+    return failure_note(turn_id, reason, records).to_item()

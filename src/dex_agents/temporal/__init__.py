@@ -5,8 +5,10 @@ from ._client import (
     get_agent_snapshot,
     resolve_interrupt,
     send_user_message,
+    session_history,
     start_agent_session,
     wait_for_idle,
+    with_recent_turns,
 )
 from ._converter import data_converter
 from ._engine import (
@@ -46,6 +48,8 @@ __all__ = [
     "resolve_interrupt",
     "resolve_state_dir",
     "send_user_message",
+    "session_history",
     "start_agent_session",
     "wait_for_idle",
+    "with_recent_turns",
 ]

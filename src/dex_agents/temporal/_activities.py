@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -23,19 +25,27 @@ from temporalio.exceptions import ApplicationError
 
 from .._errors import SessionError, ToolExecutionError, UserError
 from ..session import (
+    INLINE_TEXT_LIMIT,
     AgentEvent,
     AgentFrameworkRunner,
     AgentSessionOptions,
+    BlobReference,
     DeferredToolExecution,
     EventRecord,
     JsonObject,
     JsonValue,
+    PendingItem,
     ResumeState,
     RunModelContext,
     StoredMessage,
     ToolOutcome,
+    ToolRecord,
     TurnCompleted,
+    UserPrompt,
+    blob_reference,
     idempotency_key,
+    image_message_builder,
+    preview,
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,
 )
@@ -48,6 +58,7 @@ from ._models import (
     RunModelInput,
     RunModelOutput,
 )
+from ._snapshot import clip
 from ._workflow import ActivityNames
 
 
@@ -67,6 +78,78 @@ class StoreTranscript:
                 self._session_id, self._head
             )
         return list(self._cache)
+
+
+async def read_text_blob(
+    store: RuntimeStore, session_id: str, ref: BlobReference
+) -> str:
+    """The whole text a reference names, checked against its digest.
+
+    Raises:
+        SessionError: the blob is missing or its bytes are not what was sent
+            (a store shared wrongly between deployments); not retryable.
+    """
+    try:
+        data = await store.get_blob(session_id, ref.blob_id)
+    except KeyError as err:
+        raise SessionError(
+            f"session {session_id!r} names blob {ref.blob_id!r}, which the runtime "
+            "store does not have; are the clients and workers using the same store?",
+            retryable=False,
+        ) from err
+    if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+        raise SessionError(
+            f"blob {ref.blob_id!r} of session {session_id!r} does not match its "
+            "reference (size or digest); the store was changed behind the session",
+            retryable=False,
+        )
+    return data.decode()
+
+
+async def store_long_output(
+    store: RuntimeStore, session_id: str, output: str
+) -> tuple[str, BlobReference | None]:
+    """`output` as a record carries it: whole when short, else a preview and a blob."""
+    data = output.encode()
+    if len(data) <= OUTPUT_INLINE_LIMIT:
+        return output, None
+    ref = blob_reference("out", data)
+    await store.put_blob(session_id, ref.blob_id, data)
+    return preview(output), ref
+
+
+OUTPUT_INLINE_LIMIT = 4 * INLINE_TEXT_LIMIT
+"""Bytes of a tool output a record carries in history; longer outputs travel by reference."""
+
+
+SESSION_STEP = "session"
+"""The `step_execution_id` of events the workflow itself emits (turns, interrupts)."""
+
+
+async def write_session_events(
+    store: RuntimeStore,
+    session_id: str,
+    turn_id: str,
+    first_seq: int,
+    events: Sequence[AgentEvent],
+) -> None:
+    """Append the workflow's own events, numbered from `first_seq + 1`."""
+    if not events:
+        return
+    await store.append_events(
+        [
+            EventRecord(
+                session_id=session_id,
+                turn_id=str(e.data.get("turn_id", turn_id)),
+                step_execution_id=SESSION_STEP,
+                attempt=0,
+                seq=first_seq + i + 1,
+                type=e.type,
+                data=e.data,
+            )
+            for i, e in enumerate(events)
+        ]
+    )
 
 
 def pending_message(item: JsonObject) -> StoredMessage:
@@ -159,6 +242,26 @@ def build_activities(
     names = ActivityNames.for_flow(flow_type)
     limit = options.run_model_limit.total_seconds()
     record_span = _span_recorder()
+    with_images = image_message_builder(runner)
+
+    async def stored_item(session_id: str, item: PendingItem) -> JsonObject:
+        """The runner's own item for a pending one, with the whole text."""
+        if not isinstance(item, UserPrompt):
+            return item.to_item()
+        text = item.text
+        if item.text_ref is not None:
+            text = await read_text_blob(store, session_id, item.text_ref)
+        if item.images:
+            if with_images is None:
+                raise UserError("this session's runner cannot send images")
+            return with_images(text, list(item.images))
+        return runner.build_user_message(text)
+
+    async def whole_record(session_id: str, record: ToolRecord) -> ToolRecord:
+        if record.output_ref is None:
+            return record
+        output = await read_text_blob(store, session_id, record.output_ref)
+        return replace(record, output=output, output_ref=None)
 
     @activity.defn(name=names.run_model)
     async def run_model(input: RunModelInput) -> RunModelOutput:
@@ -175,8 +278,26 @@ def build_activities(
             resume = ResumeState(
                 run_state=input.resume.run_state,
                 messages=tuple(partial),
-                records=tuple(input.resume.records),
+                records=tuple(
+                    [
+                        await whole_record(input.session_id, r)
+                        for r in input.resume.records
+                    ]
+                ),
             )
+        if input.session_events and attempt == 1:
+            # The turn's start, carried by its first Step instead of a publish round
+            # trip. Written by the first attempt only: a retry must not repeat it
+            # (an attempt that crashed in the few milliseconds before this write
+            # loses the event; the turn itself loses nothing).
+            await write_session_events(
+                store,
+                input.session_id,
+                input.turn_id,
+                input.first_seq,
+                input.session_events,
+            )
+        pending = tuple([await stored_item(input.session_id, i) for i in input.pending])
         async with StoreEventSink(
             store,
             session_id=input.session_id,
@@ -190,7 +311,7 @@ def build_activities(
                 turn_id=input.turn_id,
                 step_execution_id=input.step_execution_id,
                 attempt=attempt,
-                pending=tuple(input.pending),
+                pending=pending,
                 transcript=StoreTranscript(
                     store, input.session_id, input.transcript_head
                 ),
@@ -240,16 +361,15 @@ def build_activities(
                 )
         segment_id = f"{input.step_execution_id}/attempt-{attempt}"
         if isinstance(result, TurnCompleted):
-            messages = [pending_message(i) for i in input.pending] + list(
-                result.messages
-            )
+            messages = [pending_message(i) for i in pending] + list(result.messages)
             await store.put_segment(
                 input.session_id, segment_id, input.transcript_head, messages
             )
             return RunModelOutput(
                 kind="turn_completed",
                 segment_id=segment_id,
-                final_text=result.final_text,
+                # The whole answer is in the segment; history keeps a summary's worth.
+                final_text=clip(result.final_text),
                 usage=result.usage,
                 metadata=result.metadata,
             )
@@ -329,8 +449,12 @@ def build_activities(
                         },
                     )
                 )
+        output, output_ref = await store_long_output(
+            store, input.session_id, outcome.output
+        )
         return CallToolOutput(
-            output=outcome.output,
+            output=output,
+            output_ref=output_ref,
             is_error=outcome.is_error,
             finished_by_resumed_turn=outcome.finished_by_resumed_turn,
             images=list(outcome.images),
@@ -347,21 +471,11 @@ def build_activities(
 
     @activity.defn(name=names.publish)
     async def publish(input: PublishInput) -> None:
+        for turn in input.finished:
+            await store.put_turn(input.session_id, turn.number, turn.summary)
         await store.put_snapshot(input.session_id, input.snapshot)
-        if input.events:
-            await store.append_events(
-                [
-                    EventRecord(
-                        session_id=input.session_id,
-                        turn_id=str(e.data.get("turn_id", input.turn_id)),
-                        step_execution_id="session",
-                        attempt=0,
-                        seq=input.first_seq + i + 1,
-                        type=e.type,
-                        data=e.data,
-                    )
-                    for i, e in enumerate(input.events)
-                ]
-            )
+        await write_session_events(
+            store, input.session_id, input.turn_id, input.first_seq, input.events
+        )
 
     return [run_model, call_tool, call_single_attempt_tool, publish]

@@ -19,14 +19,29 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import EngineError, UnknownInterruptError, UserError
-from ..session import EventRecord, ImageReference
+from ..session import (
+    INLINE_TEXT_LIMIT,
+    MAX_USER_MESSAGE_BYTES,
+    EventRecord,
+    ImageReference,
+    blob_reference,
+    preview,
+)
 from ..stores import RuntimeStore
 from ._flow import AgentSessionFlow
-from ._models import ResolveInterruptInput, SessionInput, UserMessageInput
+from ._models import (
+    ResolveInterruptInput,
+    SessionInput,
+    TurnSummary,
+    UserMessageInput,
+)
 from ._snapshot import AgentSnapshot
-from ._workflow import INVALID_MESSAGE, UNKNOWN_INTERRUPT
+from ._workflow import INVALID_MESSAGE, QUEUE_FULL, UNKNOWN_INTERRUPT
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
+_turn_json = TypeAdapter(TurnSummary)
+RECENT_TURNS = 20
+"""Turns a snapshot reads from the store unless told otherwise."""
 _TASK_FAILING = "Workflow Task in failed state"
 """Temporal's refusal of an Update while the workflow's task keeps failing."""
 
@@ -48,7 +63,7 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
         if isinstance(cause, ApplicationError):
             if cause.type == UNKNOWN_INTERRUPT:
                 raise UnknownInterruptError(session_id, interrupt_id) from err
-            if cause.type == INVALID_MESSAGE:
+            if cause.type in (INVALID_MESSAGE, QUEUE_FULL):
                 raise UserError(cause.message) from err
         raise
     except RPCError as err:
@@ -62,6 +77,41 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
         raise
 
 
+async def user_message_input(
+    session_id: str,
+    text: str,
+    images: Sequence[ImageReference] | None,
+    store: RuntimeStore | None,
+) -> UserMessageInput:
+    """The Update argument of a message: long text goes to the store first.
+
+    The blob is named by its content, so a retried send writes the same blob.
+
+    Raises:
+        UserError: the text is over `MAX_USER_MESSAGE_BYTES` (nothing is written),
+            or it needs the store and none was given.
+    """
+    if not isinstance(text, str):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(f"user message text must be a string, got {text!r}")
+    data = text.encode()
+    if len(data) > MAX_USER_MESSAGE_BYTES:
+        raise UserError(
+            f"a user message of {len(data):,} bytes is over the limit of "
+            f"{MAX_USER_MESSAGE_BYTES:,} bytes (32 MiB, `MAX_USER_MESSAGE_BYTES`); "
+            "send a shorter message, or a file by reference through a tool"
+        )
+    if len(data) <= INLINE_TEXT_LIMIT:
+        return UserMessageInput(text=text, images=list(images or ()))
+    if store is None:
+        raise UserError(
+            f"a user message of {len(data):,} bytes travels through the runtime store "
+            f"(more than {INLINE_TEXT_LIMIT} bytes); pass `store=` or use `SessionClient`"
+        )
+    ref = blob_reference("msg", data)
+    await store.put_blob(session_id, ref.blob_id, data)
+    return UserMessageInput(text=preview(text), text_ref=ref, images=list(images or ()))
+
+
 async def start_agent_session(
     client: Client,
     flow: AgentSessionFlow,
@@ -69,11 +119,13 @@ async def start_agent_session(
     *,
     initial_message: str | None = None,
     initial_images: Sequence[ImageReference] | None = None,
+    store: RuntimeStore | None = None,
 ) -> bool:
     """Start the session if it is new (update-with-start: idempotent), and send a message.
 
     `initial_images` go with `initial_message` (which may then be empty). Returns
-    what `send_user_message` returns, or True when no message was given.
+    what `send_user_message` returns, or True when no message was given. A
+    message longer than `INLINE_TEXT_LIMIT` bytes needs `store`.
     """
     await _refuse_other_flow(client, flow, session_id)
     operation = WithStartWorkflowOperation(
@@ -90,11 +142,12 @@ async def start_agent_session(
                 "describe", start_workflow_operation=operation, result_type=int
             )
             return True
+        message = await user_message_input(
+            session_id, initial_message or "", initial_images, store
+        )
         return await client.execute_update_with_start_workflow(
             "send_user_message",
-            UserMessageInput(
-                text=initial_message or "", images=list(initial_images or ())
-            ),
+            message,
             start_workflow_operation=operation,
             result_type=bool,
         )
@@ -134,15 +187,23 @@ async def send_user_message(
     session_id: str,
     text: str,
     images: Sequence[ImageReference] | None = None,
+    *,
+    store: RuntimeStore | None = None,
 ) -> bool:
     """Send a user message to a running session; True once it is queued for a turn.
 
     `images` are media store references sent after the text. False means the
     message was not queued: it has images and the session's runner cannot send
-    images (for a Claude agent, its definition has no `media_store`).
+    images (for a Claude agent, its definition has no `media_store`). A message
+    longer than `INLINE_TEXT_LIMIT` bytes is written to `store` and sent by
+    reference; at most `MAX_USER_MESSAGE_BYTES`.
+
+    Raises:
+        UserError: the text is empty or too long, or the session already queues
+            `MAX_QUEUED_MESSAGES` messages.
     """
     del flow  # the session's workflow knows its flow; kept for a uniform signature
-    message = UserMessageInput(text=text, images=list(images or ()))
+    message = await user_message_input(session_id, text, images, store)
     with _update_errors(session_id):
         return await _handle(client, session_id).execute_update(
             "send_user_message", message, result_type=bool
@@ -178,20 +239,12 @@ async def resolve_interrupt(
         )
 
 
-async def get_agent_snapshot(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    *,
-    store: RuntimeStore | None = None,
+async def _live_snapshot(
+    client: Client, session_id: str, store: RuntimeStore | None
 ) -> AgentSnapshot:
-    """The session's snapshot, with messages read from `store` when one is given.
-
-    Falls back to the store's projection when no worker answers the query.
-    """
-    del flow
+    """The workflow's live snapshot, or the store's projection when no worker answers."""
     try:
-        snapshot = await _handle(client, session_id).query(
+        return await _handle(client, session_id).query(
             "get_agent_snapshot",
             result_type=AgentSnapshot,
             rpc_timeout=timedelta(seconds=5),
@@ -203,12 +256,47 @@ async def get_agent_snapshot(
                 f"cannot read session {session_id!r}: {err.message}; is a worker running "
                 "for its flow (`dex-agents worker`)?"
             ) from err
-        snapshot = _snapshot_json.validate_python(projected)
-    if store is not None:
-        snapshot.messages = await store.read_transcript(
-            session_id, snapshot.transcript_head
-        )
+        return _snapshot_json.validate_python(projected)
+
+
+async def with_recent_turns(
+    snapshot: AgentSnapshot, store: RuntimeStore | None, turns: int = RECENT_TURNS
+) -> AgentSnapshot:
+    """Fill in the `turns` most recent turns and their messages from the store."""
+    if store is None or turns <= 0:
+        return snapshot
+    active = snapshot.turns
+    finished = await store.read_turns(
+        snapshot.session_id, limit=max(turns - len(active), 1)
+    )
+    active_ids = {t.turn_id for t in active}
+    recent = [_turn_json.validate_python(t) for t in reversed(finished)]
+    snapshot.turns = [t for t in recent if t.turn_id not in active_ids] + active
+    snapshot.turns = snapshot.turns[-turns:]
+    snapshot.messages = await store.read_transcript(
+        snapshot.session_id, snapshot.transcript_head, max_segments=turns
+    )
     return snapshot
+
+
+async def get_agent_snapshot(
+    client: Client,
+    flow: AgentSessionFlow | None,
+    session_id: str,
+    *,
+    store: RuntimeStore | None = None,
+    turns: int = RECENT_TURNS,
+) -> AgentSnapshot:
+    """The session's snapshot, with its `turns` most recent turns when `store` is given.
+
+    The live part comes from the workflow (falling back to the store's
+    projection when no worker answers); turns and messages come from the
+    store, so the cost does not grow with the session's age. Older turns:
+    `SessionClient.history`.
+    """
+    del flow
+    snapshot = await _live_snapshot(client, session_id, store)
+    return await with_recent_turns(snapshot, store, turns)
 
 
 async def wait_for_idle(
@@ -217,10 +305,34 @@ async def wait_for_idle(
     session_id: str,
     *,
     store: RuntimeStore | None = None,
+    turns: int = RECENT_TURNS,
 ) -> AgentSnapshot:
-    """Wait until no turn runs (answered or waiting for approval); return the snapshot."""
-    await _handle(client, session_id).execute_update("wait_for_idle", result_type=int)
-    return await get_agent_snapshot(client, flow, session_id, store=store)
+    """Wait until no turn runs (answered or waiting for approval); return the snapshot.
+
+    An idle session is answered by a Query alone, which writes no history; a
+    busy one by one Update that returns once it is idle.
+    """
+    del flow
+    snapshot = await _live_snapshot(client, session_id, store)
+    if snapshot.status == "running":
+        snapshot = await _handle(client, session_id).execute_update(
+            "idle_snapshot", result_type=AgentSnapshot
+        )
+    return await with_recent_turns(snapshot, store, turns)
+
+
+async def session_history(
+    store: RuntimeStore, session_id: str, *, page_size: int = 100
+) -> AsyncIterator[TurnSummary]:
+    """Every finished turn of the session, newest first, read page by page."""
+    before: int | None = None
+    while True:
+        page = await store.read_turns(session_id, before=before, limit=page_size)
+        for turn in page:
+            yield _turn_json.validate_python(turn)
+        if len(page) < page_size:
+            return
+        before = int(str(page[-1]["turn_id"]).rpartition("-")[2])
 
 
 class SessionClient:
@@ -247,6 +359,7 @@ class SessionClient:
             session_id,
             initial_message=initial_message,
             initial_images=initial_images,
+            store=self.store,
         )
 
     async def send_user_message(
@@ -256,7 +369,9 @@ class SessionClient:
         images: Sequence[ImageReference] | None = None,
     ) -> bool:
         """See `send_user_message`."""
-        return await send_user_message(self.client, self.flow, session_id, text, images)
+        return await send_user_message(
+            self.client, self.flow, session_id, text, images, store=self.store
+        )
 
     async def resolve_interrupt(
         self,
@@ -276,15 +391,27 @@ class SessionClient:
             rejection_message=rejection_message,
         )
 
-    async def snapshot(self, session_id: str) -> AgentSnapshot:
+    async def snapshot(
+        self, session_id: str, *, turns: int = RECENT_TURNS
+    ) -> AgentSnapshot:
         """See `get_agent_snapshot`."""
         return await get_agent_snapshot(
-            self.client, self.flow, session_id, store=self.store
+            self.client, self.flow, session_id, store=self.store, turns=turns
         )
 
-    async def wait_for_idle(self, session_id: str) -> AgentSnapshot:
+    async def wait_for_idle(
+        self, session_id: str, *, turns: int = RECENT_TURNS
+    ) -> AgentSnapshot:
         """See `wait_for_idle`."""
-        return await wait_for_idle(self.client, self.flow, session_id, store=self.store)
+        return await wait_for_idle(
+            self.client, self.flow, session_id, store=self.store, turns=turns
+        )
+
+    def history(
+        self, session_id: str, *, page_size: int = 100
+    ) -> AsyncIterator[TurnSummary]:
+        """Every finished turn, newest first (see `session_history`)."""
+        return session_history(self.store, session_id, page_size=page_size)
 
     async def events(self, session_id: str, *, after: int = 0) -> list[EventRecord]:
         """Events of the session after the cursor `after`."""

@@ -63,8 +63,7 @@ def create_agent_session_flow(
         workflow_class=define_workflow_class(
             flow_type,
             options,
-            runner.build_user_message,
-            image_message_builder(runner),
+            supports_images=image_message_builder(runner) is not None,
         ),
         task_queue=task_queue or flow_type,
     )

@@ -1,7 +1,11 @@
 """Workflow state and Step payloads: small, typed, and free of transcripts.
 
-Nothing here may grow with the conversation beyond one turn's metadata: the
-transcript lives in the runtime store and history carries only references.
+Nothing here grows with the age of a session or with what a user sends: the
+transcript, the finished turns and every user-sized value (long messages, long
+tool outputs) live in the runtime store, and history carries references.
+What is left is the work in progress: the active turn, the queued items
+(at most `MAX_QUEUED_MESSAGES` prompts of at most `INLINE_TEXT_LIMIT` bytes
+each), the pending approvals and fixed-size windows of recent IDs.
 """
 
 from __future__ import annotations
@@ -11,9 +15,11 @@ from typing import Literal
 
 from ..session import (
     AgentEvent,
+    BlobReference,
     ImageReference,
     JsonObject,
     ModelCallMetadata,
+    PendingItem,
     ToolCall,
     ToolEffect,
     ToolRecord,
@@ -75,6 +81,10 @@ class ActiveTurn:
     turn_records: list[ToolRecord] = field(default_factory=lambda: [])
     """Every record of the turn, for a failure note."""
     interrupt_id: str | None = None
+    prompts: list[str] = field(default_factory=lambda: [])
+    """Previews of the prompts this turn sends first (its summary's `prompts`)."""
+    usage: Usage = field(default_factory=Usage)
+    """What this turn's segments cost so far."""
 
 
 @dataclass(kw_only=True)
@@ -84,14 +94,21 @@ class SessionState:
     session_id: str
     turn_counter: int = 0
     transcript_head: str | None = None
-    pending: list[JsonObject] = field(default_factory=lambda: [])
+    pending: list[PendingItem] = field(default_factory=lambda: [])
     """Prompts and failure notes that never reached a completed transcript."""
     inbox: int = 0
     """How many of `pending`'s trailing prompts arrived after the active turn started."""
     turns: list[TurnSummary] = field(default_factory=lambda: [])
+    """Only in a state carried by 0.1.x, which kept every turn: moved to the store's turn log."""
     active: ActiveTurn | None = None
     interrupts: dict[str, Interrupt] = field(default_factory=lambda: {})
+    """Interrupts of the active turn: resolved ones leave with it."""
+    resolved_interrupts: list[str] = field(default_factory=lambda: [])
+    """IDs of the latest interrupts that left with their turn (a window), so a late
+    repeat of `resolve_interrupt` is answered False rather than "unknown"."""
     usage: Usage = field(default_factory=Usage)
+    unpublished: list[FinishedTurn] = field(default_factory=lambda: [])
+    """Turns that ended but are not in the store's turn log yet (normally none)."""
     version: int = 0
     event_seq: int = 0
     runs: int = 1
@@ -115,8 +132,11 @@ class UserMessageInput:
     """Update argument of `send_user_message`."""
 
     text: str
+    """The whole text, or its preview when `text_ref` is set."""
     images: list[ImageReference] = field(default_factory=lambda: [])
     """Media store references sent after the text, in this order."""
+    text_ref: BlobReference | None = None
+    """The runtime store blob holding the whole text of a long message."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,8 +165,12 @@ class RunModelInput:
     turn_id: str
     step_execution_id: str
     transcript_head: str | None
-    pending: list[JsonObject]
+    pending: list[PendingItem]
     resume: ResumeInput | None = None
+    session_events: list[AgentEvent] = field(default_factory=lambda: [])
+    """Session events not published yet (a turn's start), written before the segment runs."""
+    first_seq: int = 0
+    """The session event sequence number before `session_events`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,8 +201,11 @@ class CallToolOutput:
     """Result of a tool Step: a finished or failed outcome (errors raise instead)."""
 
     output: str
+    """The whole output, or its preview when `output_ref` is set."""
     is_error: bool = False
     finished_by_resumed_turn: bool = False
+    output_ref: BlobReference | None = None
+    """The runtime store blob holding a long output whole."""
     images: list[ImageReference] = field(default_factory=lambda: [])
     """References of the result's images (the bytes stay in the media store)."""
     attempt: int = 0
@@ -191,7 +218,18 @@ class PublishInput:
 
     session_id: str
     snapshot: JsonObject
-    """The `AgentSnapshot` as JSON (the store keeps JSON)."""
+    """The live `AgentSnapshot` as JSON (the store keeps JSON)."""
     events: list[AgentEvent]
     turn_id: str
     first_seq: int
+    finished: list[FinishedTurn] = field(default_factory=lambda: [])
+    """Turns that ended since the last publish: appended to the store's turn log."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class FinishedTurn:
+    """One ended turn for the store's turn log."""
+
+    number: int
+    summary: JsonObject
+    """The `TurnSummary` as JSON."""

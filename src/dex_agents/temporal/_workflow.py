@@ -17,7 +17,6 @@ exactly where it was:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, cast
@@ -31,18 +30,21 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import TypeAdapter
 
     from ..session import (
+        INLINE_TEXT_LIMIT,
+        MAX_QUEUED_MESSAGES,
         AgentEvent,
         AgentEventType,
         AgentSessionOptions,
-        ImageReference,
         JsonObject,
         ToolRecord,
-        turn_failure_note,
+        UserPrompt,
+        failure_note,
     )
     from ._models import (
         ActiveTurn,
         CallToolInput,
         CallToolOutput,
+        FinishedTurn,
         Interrupt,
         PublishInput,
         ResolveInterruptInput,
@@ -51,21 +53,35 @@ with workflow.unsafe.imports_passed_through():
         RunModelOutput,
         SessionInput,
         SessionState,
+        TurnStatus,
         TurnSummary,
         UserMessageInput,
     )
-    from ._snapshot import AgentSnapshot, session_status, snapshot_of
+    from ._snapshot import (
+        AgentSnapshot,
+        clip,
+        migrate_carried_state,
+        session_status,
+        snapshot_of,
+        turn_number,
+        turn_summary,
+    )
 
 UNKNOWN_INTERRUPT = "UnknownInterrupt"
 INVALID_MESSAGE = "InvalidUserMessage"
+QUEUE_FULL = "MessageQueueFull"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError"]
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
+_turn_json = TypeAdapter(TurnSummary)
 _KEEP_IDS = 500
+_KEEP_INTERRUPT_IDS = 200
 
 # Patches, one per change to workflow logic since the first release (0.1.0).
 _PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
 """Tool records say how many attempts their Step ran (they said 0 before)."""
+_PATCH_NO_START_PUBLISH = "no-turn-start-publish"
+"""A turn's start is published with its next change, not in a round trip before RunModel."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,10 +110,6 @@ class AgentSessionWorkflow:
     flow_type: ClassVar[str]
     options: ClassVar[AgentSessionOptions]
     names: ClassVar[ActivityNames]
-    build_user_message: ClassVar[Callable[[str], JsonObject]]
-    build_user_message_with_images: ClassVar[
-        Callable[[str, Sequence[ImageReference]], JsonObject] | None
-    ]
     supports_images: ClassVar[bool]
     """Whether the runner has `build_user_message_with_images`, fixed at flow creation."""
 
@@ -106,6 +118,7 @@ class AgentSessionWorkflow:
         self.state = input.state or SessionState(session_id=info.workflow_id)
         if input.state is not None:
             self.state.runs += 1
+            migrate_carried_state(self.state)
         self._events: list[AgentEvent] = []
 
     # ----- RPCs ---------------------------------------------------------------
@@ -117,18 +130,15 @@ class AgentSessionWorkflow:
         Returns False, and queues nothing, for a message with images when the
         runner cannot send images.
         """
-        cls = type(self)
-        if input.images and (
-            not cls.supports_images or cls.build_user_message_with_images is None
-        ):
+        if input.images and not type(self).supports_images:
             return False
         if self._seen_update():
             return True  # a retry across continue-as-new: already queued
-        if input.images and cls.build_user_message_with_images is not None:
-            item = cls.build_user_message_with_images(input.text, list(input.images))
-        else:
-            item = cls.build_user_message(input.text)
-        self.state.pending.append(item)
+        self.state.pending.append(
+            UserPrompt(
+                text=input.text, text_ref=input.text_ref, images=tuple(input.images)
+            )
+        )
         self.state.inbox += 1
         self.state.version += 1
         return True
@@ -138,19 +148,36 @@ class AgentSessionWorkflow:
         # A message of images alone may have empty text; a validator does no I/O,
         # so whether the runner takes images is decided in the handler.
         if not isinstance(input.text, str) or (  # pyright: ignore[reportUnnecessaryIsInstance]
-            not input.text.strip() and not input.images
+            not input.text.strip() and not input.images and input.text_ref is None
         ):
             raise ApplicationError(
                 f"user message text must be a non-empty string, got {input.text!r}",
                 type=INVALID_MESSAGE,
                 non_retryable=True,
             )
+        if input.text_ref is None and len(input.text.encode()) > INLINE_TEXT_LIMIT:
+            raise ApplicationError(
+                f"a user message of {len(input.text.encode())} bytes must travel by "
+                f"reference (more than {INLINE_TEXT_LIMIT} bytes inline); send it with "
+                "`dex_agents.send_user_message` or `SessionClient`, which store it first",
+                type=INVALID_MESSAGE,
+                non_retryable=True,
+            )
+        queued = sum(isinstance(i, UserPrompt) for i in self.state.pending)
+        if queued >= MAX_QUEUED_MESSAGES:
+            raise ApplicationError(
+                f"session {self.state.session_id!r} already has {queued} messages "
+                "waiting for a turn (the most it queues); wait until it answers "
+                "(`wait_for_idle`) and send this message again",
+                type=QUEUE_FULL,
+                non_retryable=True,
+            )
 
     @workflow.update
     async def resolve_interrupt(self, input: ResolveInterruptInput) -> bool:
         """Approve or reject a pending call; a repeat returns False and changes nothing."""
-        interrupt = self.state.interrupts[input.interrupt_id]
-        if interrupt.resolved:
+        interrupt = self.state.interrupts.get(input.interrupt_id)
+        if interrupt is None or interrupt.resolved:
             # A client retry across continue-as-new is the same request: it succeeded.
             return self._already_applied()
         self._seen_update()
@@ -163,7 +190,10 @@ class AgentSessionWorkflow:
     @resolve_interrupt.validator
     def _validate_resolve(self, input: ResolveInterruptInput) -> None:
         # A validator rejection writes no history: an unknown ID changes nothing.
-        if input.interrupt_id not in self.state.interrupts:
+        if (
+            input.interrupt_id not in self.state.interrupts
+            and input.interrupt_id not in self.state.resolved_interrupts
+        ):
             pending = [i for i, v in self.state.interrupts.items() if not v.resolved]
             raise ApplicationError(
                 f"session {self.state.session_id!r} has no interrupt "
@@ -183,13 +213,27 @@ class AgentSessionWorkflow:
         return self.state.version
 
     @workflow.update
+    async def idle_snapshot(self) -> AgentSnapshot:
+        """The live snapshot once no turn runs: one round trip, and bounded.
+
+        Clients query first and call this only while a turn runs, so waiting on
+        an idle session writes no history.
+        """
+        await workflow.wait_condition(lambda: session_status(self.state) != "running")
+        return self._snapshot()
+
+    @workflow.update
     async def describe(self) -> int:
         """The state version, as an Update (used to start a session without a message)."""
         return self.state.version
 
     @workflow.query
     def get_agent_snapshot(self) -> AgentSnapshot:
-        """The session's status, turns, pending interrupts and usage."""
+        """The live part of the snapshot: status, the active turn, approvals, usage.
+
+        Finished turns and messages come from the runtime store (paged), so the
+        answer stays the same size however old the session is.
+        """
         return self._snapshot()
 
     def _seen_update(self) -> bool:
@@ -209,6 +253,8 @@ class AgentSessionWorkflow:
     # ----- main loop ----------------------------------------------------------
 
     async def _run(self) -> None:
+        if self.state.unpublished:
+            await self._publish()  # turns a 0.1.x state carried, or a failed publish's
         while True:
             await workflow.wait_condition(
                 lambda: (
@@ -221,7 +267,8 @@ class AgentSessionWorkflow:
                 await self._continue_as_new()
             if self.state.active is None:
                 self._start_turn()
-                await self._publish()
+                if not workflow.patched(_PATCH_NO_START_PUBLISH):
+                    await self._publish()
             await self._drive()
 
     async def _drive(self) -> None:
@@ -241,16 +288,11 @@ class AgentSessionWorkflow:
         turn_id = f"turn-{self.state.turn_counter}"
         new_items = self.state.pending[len(self.state.pending) - self.state.inbox :]
         self.state.active = ActiveTurn(
-            turn_id=turn_id, pending_count=len(self.state.pending)
+            turn_id=turn_id,
+            pending_count=len(self.state.pending),
+            prompts=[i.preview for i in new_items if isinstance(i, UserPrompt)],
         )
         self.state.inbox = 0
-        self.state.turns.append(
-            TurnSummary(
-                turn_id=turn_id,
-                status="running",
-                prompts=[str(i.get("text", "")) for i in new_items],
-            )
-        )
         self._emit("turn_started", {"turn_id": turn_id})
 
     # ----- phases -------------------------------------------------------------
@@ -275,6 +317,10 @@ class AgentSessionWorkflow:
                 partial_segment_id=active.partial_segment_id,
                 records=list(active.records),
             )
+        # Events not published yet (the turn's start) go with the Step: no extra round trip.
+        events, self._events = self._events, []
+        first_seq = self.state.event_seq
+        self.state.event_seq += len(events)
         try:
             out = await workflow.execute_activity(
                 type(self).names.run_model,
@@ -285,6 +331,8 @@ class AgentSessionWorkflow:
                     transcript_head=self.state.transcript_head,
                     pending=self.state.pending[: active.pending_count],
                     resume=resume,
+                    session_events=events,
+                    first_seq=first_seq,
                 ),
                 result_type=RunModelOutput,
                 activity_id=f"{active.turn_id}/run_model/{active.segment}",
@@ -305,15 +353,12 @@ class AgentSessionWorkflow:
                 )
             await self._fail_turn(active, reason)
             return
-        summary = self._summary(active.turn_id)
         self.state.usage = self.state.usage + out.usage
-        summary.usage = summary.usage + out.usage
+        active.usage = active.usage + out.usage
         if out.kind == "turn_completed":
             self.state.transcript_head = out.segment_id
             del self.state.pending[: active.pending_count]
-            summary.status = "completed"
-            summary.final_text = _clip(out.final_text)
-            self.state.active = None
+            self._end_turn(active, "completed", final_text=out.final_text)
             self._emit("turn_completed", {"turn_id": active.turn_id})
             await self._publish()
             return
@@ -364,7 +409,6 @@ class AgentSessionWorkflow:
         self.state.interrupts[interrupt.interrupt_id] = interrupt
         active.interrupt_id = interrupt.interrupt_id
         active.phase = "await_approval"
-        self._summary(active.turn_id).status = "waiting_for_approval"
         self._emit(
             "interrupt_created",
             {
@@ -398,7 +442,6 @@ class AgentSessionWorkflow:
         if not interrupt.resolved:
             await self._continue_as_new()
         call = active.calls[active.call_index]
-        self._summary(active.turn_id).status = "running"
         self._emit(
             "interrupt_resolved",
             {
@@ -466,6 +509,7 @@ class AgentSessionWorkflow:
                 arguments=call.arguments,
                 status="failed" if out.is_error else "finished",
                 output=out.output,
+                output_ref=out.output_ref,
                 finished_by_resumed_turn=out.finished_by_resumed_turn,
                 images=tuple(out.images),
             )
@@ -484,12 +528,9 @@ class AgentSessionWorkflow:
         self._record(active, record)
 
     async def _fail_turn(self, active: ActiveTurn, reason: str) -> None:
-        note = turn_failure_note(active.turn_id, reason, active.turn_records)
+        note = failure_note(active.turn_id, reason, active.turn_records)
         self.state.pending.insert(active.pending_count, note)
-        summary = self._summary(active.turn_id)
-        summary.status = "failed"
-        summary.error = reason
-        self.state.active = None
+        self._end_turn(active, "failed", error=reason)
         self._emit("turn_failed", {"turn_id": active.turn_id, "error": reason})
         await self._publish()
 
@@ -498,20 +539,42 @@ class AgentSessionWorkflow:
     def _record(self, active: ActiveTurn, record: ToolRecord) -> None:
         active.records.append(record)
         active.turn_records.append(record)
-        # The summary keeps a clipped copy: workflow state is carried through
-        # continue-as-new (2 MB payload limit); the full text is in the transcript.
-        clipped = (
-            replace(record, output=_clip(record.output)) if record.output else record
-        )
-        self._summary(active.turn_id).tool_calls.append(clipped)
         active.call_index += 1
         active.interrupt_id = None
         active.phase = "tool"
 
-    def _summary(self, turn_id: str) -> TurnSummary:
-        summary = self.state.turns[-1]
-        assert summary.turn_id == turn_id
-        return summary
+    def _end_turn(
+        self,
+        active: ActiveTurn,
+        status: TurnStatus,
+        *,
+        final_text: str = "",
+        error: str | None = None,
+    ) -> None:
+        """Close the active turn: its summary goes to the store's turn log, once.
+
+        Its interrupts (all resolved by now) leave the state; their IDs stay in
+        a window so a late repeat of `resolve_interrupt` still answers False.
+        """
+        summary = turn_summary(active, status)
+        summary.final_text = clip(final_text)
+        summary.error = error
+        self.state.unpublished.append(
+            FinishedTurn(
+                number=turn_number(active.turn_id),
+                summary=_turn_json.dump_python(summary, mode="json"),
+            )
+        )
+        done = [
+            i for i, v in self.state.interrupts.items() if v.turn_id == active.turn_id
+        ]
+        for interrupt_id in done:
+            del self.state.interrupts[interrupt_id]
+        self.state.resolved_interrupts = [
+            *self.state.resolved_interrupts,
+            *done,
+        ][-_KEEP_INTERRUPT_IDS:]
+        self.state.active = None
 
     def _snapshot(self) -> AgentSnapshot:
         return snapshot_of(self.state, type(self).flow_type, "")
@@ -528,7 +591,13 @@ class AgentSessionWorkflow:
         snapshot = snapshot_of(
             self.state, type(self).flow_type, workflow.now().isoformat()
         )
-        turn_id = self.state.turns[-1].turn_id if self.state.turns else ""
+        active = self.state.active
+        turn_id = (
+            active.turn_id
+            if active is not None
+            else (f"turn-{self.state.turn_counter}" if self.state.turn_counter else "")
+        )
+        finished = list(self.state.unpublished)
         try:
             await workflow.execute_local_activity(
                 type(self).names.publish,
@@ -538,12 +607,15 @@ class AgentSessionWorkflow:
                     events=events,
                     turn_id=turn_id,
                     first_seq=first_seq,
+                    finished=finished,
                 ),
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
+            del self.state.unpublished[: len(finished)]
         except ActivityError:
-            # The projection is a cache for clients; the workflow state stays the truth.
+            # The projection is a cache for clients; the workflow state stays the
+            # truth, and unpublished turns go with the next publish.
             workflow.logger.warning(
                 "could not publish the snapshot of %s", self.state.session_id
             )
@@ -559,17 +631,6 @@ class AgentSessionWorkflow:
         # In-flight Updates must finish first, or their callers would see them lost.
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(SessionInput(state=self.state))
-
-
-SUMMARY_TEXT_LIMIT = 1000
-"""Characters of a turn's answer or tool output kept in its summary (state, snapshot)."""
-
-
-def _clip(text: str | None) -> str:
-    text = text or ""
-    if len(text) <= SUMMARY_TEXT_LIMIT:
-        return text
-    return text[: SUMMARY_TEXT_LIMIT - 1] + "…"
 
 
 def _failed_attempts(err: ActivityError, maximum: int) -> int:
@@ -604,13 +665,7 @@ def _failure_text(err: ActivityError) -> str:
 
 
 def define_workflow_class(
-    flow_type: str,
-    options: AgentSessionOptions,
-    build_user_message: Callable[[str], JsonObject],
-    build_user_message_with_images: Callable[
-        [str, Sequence[ImageReference]], JsonObject
-    ]
-    | None = None,
+    flow_type: str, options: AgentSessionOptions, *, supports_images: bool
 ) -> type[AgentSessionWorkflow]:
     """A workflow class registered under `flow_type` (the workflow type name).
 
@@ -639,13 +694,7 @@ def define_workflow_class(
         "flow_type": flow_type,
         "options": options,
         "names": ActivityNames.for_flow(flow_type),
-        "build_user_message": staticmethod(build_user_message),
-        "build_user_message_with_images": (
-            None
-            if build_user_message_with_images is None
-            else staticmethod(build_user_message_with_images)
-        ),
-        "supports_images": build_user_message_with_images is not None,
+        "supports_images": supports_images,
         "__module__": __name__,
         "__qualname__": class_name,
     }
