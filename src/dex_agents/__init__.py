@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ._errors import (
     DexAgentsError,
     EngineError,
+    MessageTooLargeError,
     SessionError,
     SpendLimitExceeded,
     ToolExecutionError,
@@ -78,6 +79,7 @@ __all__ = [
     "EmbeddedEngine",
     "EngineConfig",
     "EngineError",
+    "MessageTooLargeError",
     "RuntimeStore",
     "SQLiteRuntimeStore",
     "SessionClient",

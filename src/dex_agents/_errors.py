@@ -5,7 +5,8 @@ DexAgentsError
 ├── UserError            wrong use of the API; fix the code, retrying will not help
 │   └── UnknownInterruptError
 ├── SessionError         a session failed at runtime
-│   └── SpendLimitExceeded
+│   ├── SpendLimitExceeded
+│   └── MessageTooLargeError
 ├── EngineError          the Temporal engine (dev server or cluster) is unusable
 └── ToolExecutionError   raised by a tool to record a failed result the model reads
 ```
@@ -54,6 +55,18 @@ class SessionError(DexAgentsError):
 
 class SpendLimitExceeded(SessionError):
     """The session's spend limit was reached before a model segment started."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
+class MessageTooLargeError(SessionError):
+    """The model refused a turn's input as too large.
+
+    Raised by a runner; retrying cannot help, so the turn fails at once and
+    its user messages are dropped (the failure note says so), which leaves
+    the session answering the next, smaller, message.
+    """
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)

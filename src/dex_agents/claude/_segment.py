@@ -3,7 +3,9 @@
 The segment starts `query()` with the adapter's options, streams live events,
 and turns the result into `ToolCallsRequested` (the CLI deferred the one call
 the hook deferred) or `TurnCompleted`. An error result, or a CLI that ends
-without one, raises: the attempt fails and reruns whole.
+without one, raises: the attempt fails and reruns whole, except a request too
+large for the model, which fails for good (see `_limits`, which also sizes the
+SDK's bound on a CLI output line for large prompts).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ._definition import ClaudeCodeToolPermission
 from ._gate import ToolCallGate
 from ._hooks import PendingCall, ToolPermissions
 from ._images import TranscriptImages
+from ._limits import cli_output_line_limit, too_large_error
 from ._mcp_server import build_custom_tool_server
 from ._options import cli_environment, resolved_cwd
 from ._process import CliProcessGroup, real_cli_path
@@ -137,6 +140,7 @@ class Segment:
                 store=store,
                 permissions=permissions,
                 group=group,
+                prompt=prompt,
             )
             result = await self._query(prompt, options, group)
         self._finish_resumed_cli_call()
@@ -151,6 +155,7 @@ class Segment:
         store: ClaudeTranscriptStore,
         permissions: ToolPermissions,
         group: CliProcessGroup,
+        prompt: Mapping[str, Any] | None,
     ) -> ClaudeAgentOptions:
         options = self._setup.options
         hooks = {
@@ -181,6 +186,9 @@ class Segment:
             extra_args={**options.extra_args, "await-initialize": None},
             env={**cli_environment(options), **group.environment()},
             cli_path=group.cli_path,
+            # The CLI echoes the prompt in one stdout line; the SDK's 1 MiB
+            # default would fail any prompt above about 1 MB.
+            max_buffer_size=cli_output_line_limit(options.max_buffer_size, prompt),
         )
 
     async def _query(
@@ -230,6 +238,9 @@ class Segment:
         if result is None:
             raise SessionError("the Claude Code CLI ended without a result")
         if result.is_error:
+            too_large = too_large_error(result, prompt)
+            if too_large is not None:
+                raise too_large
             raise SessionError(
                 f"Claude Code returned an error result ({result.subtype}, "
                 f"{result.terminal_reason}): {_error_text(result)}"

@@ -39,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         ToolRecord,
         UserPrompt,
         failure_note,
+        preview,
     )
     from ._models import (
         ActiveTurn,
@@ -70,7 +71,8 @@ with workflow.unsafe.imports_passed_through():
 UNKNOWN_INTERRUPT = "UnknownInterrupt"
 INVALID_MESSAGE = "InvalidUserMessage"
 QUEUE_FULL = "MessageQueueFull"
-NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError"]
+TOO_LARGE = "MessageTooLargeError"
+NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
 _turn_json = TypeAdapter(TurnSummary)
@@ -351,7 +353,9 @@ class AgentSessionWorkflow:
                     f"the model segment exceeded `run_model_limit` ({opts.run_model_limit}) "
                     f"or stopped heartbeating ({reason}); raise the limit in the session options"
                 )
-            await self._fail_turn(active, reason)
+            cause = err.cause
+            too_large = isinstance(cause, ApplicationError) and cause.type == TOO_LARGE
+            await self._fail_turn(active, reason, drop_prompts=too_large)
             return
         self.state.usage = self.state.usage + out.usage
         active.usage = active.usage + out.usage
@@ -527,9 +531,30 @@ class AgentSessionWorkflow:
                 record = replace(record, attempts=_failed_attempts(err, attempts))
         self._record(active, record)
 
-    async def _fail_turn(self, active: ActiveTurn, reason: str) -> None:
+    async def _fail_turn(
+        self, active: ActiveTurn, reason: str, *, drop_prompts: bool = False
+    ) -> None:
+        """End the turn failed; its items stay pending with a note for the next turn.
+
+        `drop_prompts`: the model refused them as too large, so sending them
+        again would fail every later turn; they leave, and the note says so.
+        """
         note = failure_note(active.turn_id, reason, active.turn_records)
-        self.state.pending.insert(active.pending_count, note)
+        count = active.pending_count
+        if drop_prompts:
+            sent = self.state.pending[:count]
+            dropped = [i for i in sent if isinstance(i, UserPrompt)]
+            kept = [i for i in sent if not isinstance(i, UserPrompt)]
+            self.state.pending[:count] = kept
+            count = len(kept)
+            note = replace(
+                note,
+                text=note.text
+                + f"\nIts {len(dropped)} user message(s) were too large for the model "
+                "and were not kept: "
+                + "; ".join(repr(preview(p.text, 80)) for p in dropped),
+            )
+        self.state.pending.insert(count, note)
         self._end_turn(active, "failed", error=reason)
         self._emit("turn_failed", {"turn_id": active.turn_id, "error": reason})
         await self._publish()

@@ -32,6 +32,8 @@ class LedgerFlowConfig:
     retry_seconds: float = 0.2
     interrupt_deadline_seconds: float | None = None
     continue_as_new_after_events: int | None = None
+    max_input_bytes: int | None = None
+    """The scripted model's input limit (see `ScriptedRunner`); None: no limit."""
     extra: dict[str, str] = field(default_factory=lambda: {})
 
 
@@ -108,7 +110,9 @@ def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
     """The scripted flow described by `config`."""
     gate_dir = Path(config.gate_dir)
     runner = ScriptedRunner(
-        ledger_tools(Ledger(config.ledger_path), gate_dir), gate_dir=gate_dir
+        ledger_tools(Ledger(config.ledger_path), gate_dir),
+        gate_dir=gate_dir,
+        max_input_bytes=config.max_input_bytes,
     )
     deadline = config.interrupt_deadline_seconds
     return create_agent_session_flow(

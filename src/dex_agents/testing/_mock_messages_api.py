@@ -8,7 +8,9 @@ blocked), and gates must be answerable from any thread.
 
 It is a deliberately small HTTP/1.1 server: `Content-Length` or chunked request
 bodies, keep-alive, and chunked Server-Sent Events responses shaped like the
-Messages API's streaming format. Answers come from `plan_reply`.
+Messages API's streaming format. Answers come from `plan_reply`. With
+`max_request_bytes` set it refuses a larger body as the real API does (HTTP 413,
+`request_too_large`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,22 @@ from pydantic import JsonValue
 from ._script import PlannedReply, ScriptError, TextReply, ToolUseReply, plan_reply
 
 _INPUT_TOKENS = 20
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Not Allowed"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Not Allowed",
+    413: "Payload Too Large",
+}
+
+REQUEST_TOO_LARGE_BODY: dict[str, JsonValue] = {
+    "type": "error",
+    "error": {
+        "type": "request_too_large",
+        "message": "Request exceeds the maximum allowed number of bytes.",
+    },
+}
+"""What the real Messages API answers, with HTTP 413, to a body over its limit."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -40,7 +57,9 @@ class RecordedRequest:
     headers: dict[str, str]
     """Header names lower-cased; a repeated header keeps its last value."""
     body: JsonValue
-    """The parsed JSON body, or None when it was empty or not JSON."""
+    """The parsed JSON body, or None when it was empty, not JSON, or too large."""
+    size: int = 0
+    """Bytes of the body as received (after any chunked framing)."""
 
 
 class _Gate:
@@ -58,23 +77,33 @@ class MockMessagesApi:
     `ANTHROPIC_BASE_URL` at `api.base_url`, and after the run check `api.requests`
     and that `api.unserved` is empty. A script's `;; pause <gate>` holds the answer
     until `open_gate(gate)`; `await api.wait_paused(gate)` returns once a request
-    waits there.
+    waits there. Requests refused for `max_request_bytes` are in `too_large`, not
+    in `unserved`: the test asked for them.
     """
 
     __test__ = False
 
-    def __init__(self, *, unscripted_reply: str | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        unscripted_reply: str | None = None,
+        max_request_bytes: int | None = None,
+    ) -> None:
         """Create the server (started by `async with` / `with`).
 
         Args:
             unscripted_reply: Text to answer a prompt that holds no `dex-script:`
                 command with (for interactive use). None answers such a request
                 with a 400 and records it in `unserved`, which tests rely on.
+            max_request_bytes: The largest request body served; see the
+                `max_request_bytes` property. None serves any size.
         """
         self._unscripted_reply = unscripted_reply
+        self._max_request_bytes = max_request_bytes
         self._lock = threading.Lock()
         self._requests: list[RecordedRequest] = []
         self._unserved: list[RecordedRequest] = []
+        self._too_large: list[RecordedRequest] = []
         self._message_count = 0
         self._gates: dict[str, _Gate] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -101,9 +130,36 @@ class MockMessagesApi:
 
     @property
     def unserved(self) -> list[RecordedRequest]:
-        """Requests not answered with 200: unknown paths, bad bodies, bad scripts."""
+        """Requests not answered with 200: unknown paths, bad bodies, bad scripts.
+
+        Bodies refused for `max_request_bytes` are not here but in `too_large`.
+        """
         with self._lock:
             return list(self._unserved)
+
+    @property
+    def too_large(self) -> list[RecordedRequest]:
+        """Requests refused with 413 because the body exceeded `max_request_bytes`."""
+        with self._lock:
+            return list(self._too_large)
+
+    @property
+    def max_request_bytes(self) -> int | None:
+        """The largest request body (bytes) served; None serves any size.
+
+        A larger body is read whole, then answered as the real Messages API
+        does: HTTP 413 with `REQUEST_TOO_LARGE_BODY`. Settable at any time,
+        also while the server runs; the next request sees the new value.
+        """
+        with self._lock:
+            return self._max_request_bytes
+
+    @max_request_bytes.setter
+    def max_request_bytes(self, value: int | None) -> None:
+        if value is not None and value < 0:
+            raise ValueError("max_request_bytes must be None or at least 0")
+        with self._lock:
+            self._max_request_bytes = value
 
     def start(self) -> None:
         """Bind and serve from a daemon thread; returns once the port is known."""
@@ -234,16 +290,26 @@ class MockMessagesApi:
             name, _, value = header.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         raw = await _read_body(reader, headers)
+        keep_alive = headers.get("connection", "").lower() != "close"
+        limit = self.max_request_bytes
+        if limit is not None and len(raw) > limit:
+            request = RecordedRequest(
+                method=method, path=target, headers=headers, body=None, size=len(raw)
+            )
+            with self._lock:
+                self._requests.append(request)
+                self._too_large.append(request)
+            await _write_json(writer, 413, REQUEST_TOO_LARGE_BODY)
+            return keep_alive
         try:
             body: JsonValue = json.loads(raw) if raw else None
         except json.JSONDecodeError:
             body = None
         request = RecordedRequest(
-            method=method, path=target, headers=headers, body=body
+            method=method, path=target, headers=headers, body=body, size=len(raw)
         )
         with self._lock:
             self._requests.append(request)
-        keep_alive = headers.get("connection", "").lower() != "close"
         path = target.split("?", 1)[0]
         if path != "/v1/messages":
             await self._refuse(writer, request, 404, "not_found_error", path)

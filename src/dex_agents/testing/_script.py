@@ -7,6 +7,8 @@ the turn's last real prompt and answers deterministically:
 ```
 say <text>                      -> text "said: <text>"
 recall                          -> text listing every earlier dex-script prompt
+digest                          -> text "digest: <n> chars, sha256 <hex>" of the
+                                   prompt (Messages API mock only; see `Digest`)
 call <tool> <json> [&& call ...] -> one reply with one tool_use block per call
 stall <gate>                    -> (fake CLI only)
 fail                            -> (fake CLI only)
@@ -24,7 +26,9 @@ segment. Everything here is pure so both doubles answer alike.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -66,6 +70,27 @@ class Recall:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class Digest:
+    """Answer with the length and SHA-256 of the prompt's text (Messages API mock only).
+
+    The answer is `digest: <n> chars, sha256 <hex>` where the text is the
+    concatenation, with no separator, of the `text` of every text block of the
+    user message that holds the command, exactly as the request carried it
+    (command line included, nothing stripped); `<n>` is its length in
+    characters (`len` of the Python string) and `<hex>` the hex SHA-256 of its
+    UTF-8 encoding (a lone surrogate, which JSON can carry, is encoded with
+    `surrogatepass`). A prompt sent as one text block `text` gives
+    `len(text)` and `hashlib.sha256(text.encode()).hexdigest()`, so a test
+    proves a large message reached the model whole and unchanged.
+
+    It takes no modifiers. `parse_script`, which the fake CLI shares, does not
+    know it (and refuses it as unknown): `parse_digest` does.
+    """
+
+    kind: Literal["digest"] = "digest"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class Call:
     """Call every tool in `calls` in one assistant reply."""
 
@@ -89,6 +114,7 @@ class Fail:
 
 
 Command = Say | Recall | Call | Stall | Fail
+"""The commands both doubles parse; `Digest` is the Messages API mock's alone."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -160,6 +186,11 @@ def parse_script(text: str) -> Script:
     )
 
 
+def parse_digest(text: str) -> Digest | None:
+    """The `digest` command, if `text` is one; None for any other command."""
+    return Digest() if text.strip() == "digest" else None
+
+
 def _parse_command(text: str) -> Command:
     verb, _, rest = text.partition(" ")
     match verb:
@@ -213,7 +244,10 @@ def plan_reply(
     if found is None:
         raise ScriptError(f"no user text holds a {MARKER.strip()!r} command")
     index, prompt_text = found
-    script = parse_script(prompt_text.split(MARKER)[-1].splitlines()[0])
+    line = command_line(prompt_text)
+    if parse_digest(line) is not None:
+        return PlannedReply(reply=_digest_reply(messages[index]))
+    script = parse_script(line)
     command = script.command
     if not isinstance(command, Say | Recall | Call) or script.reuse is not None:
         raise ScriptError(f"{prompt_text!r} needs the fake CLI, not the mock API")
@@ -237,6 +271,28 @@ def plan_reply(
     return PlannedReply(reply=reply, pause=script.pause)
 
 
+def _digest_reply(message: JsonValue) -> TextReply:
+    """The answer to `digest`, from the message that holds it; see `Digest`."""
+    text = "".join(_texts(message))
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    return TextReply(text=f"digest: {len(text)} chars, sha256 {digest}")
+
+
+_LINE = re.compile(r"[^\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]*")
+"""The characters up to the first line boundary `str.splitlines` knows."""
+
+
+def command_line(text: str) -> str:
+    """The command of a prompt text: the line after its last `dex-script: `.
+
+    Found without splitting the rest into lines, so a many-megabyte prompt
+    costs one scan.
+    """
+    rest = text.rpartition(MARKER)[2]
+    match = _LINE.match(rest)
+    return match.group(0) if match else ""
+
+
 def _resolve(call: ToolCallSpec, tool_names: Sequence[str]) -> ToolCallSpec:
     if call.name in tool_names:
         return call
@@ -256,6 +312,16 @@ def _blocks(message: JsonValue) -> list[dict[str, JsonValue]]:
     if isinstance(content, list):
         return [b for b in content if isinstance(b, dict)]
     return []
+
+
+def _texts(message: JsonValue) -> list[str]:
+    """The `text` of every text block of a message, in order."""
+    texts: list[str] = []
+    for block in _blocks(message):
+        text = block.get("text")
+        if block.get("type") == "text" and isinstance(text, str):
+            texts.append(text)
+    return texts
 
 
 def _role(message: JsonValue) -> JsonValue:

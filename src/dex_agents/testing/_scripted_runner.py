@@ -9,6 +9,8 @@ Each user message is a script, one command per turn:
   requested as deferred calls, and the resumed segment answers
   `done: <tool>=<result>; ...`.
 - `stream <n>`: stream `n` text deltas, then answer `streamed <n>`.
+- `digest <anything>`: answer `digest: <n> chars, sha256 <hex>` of the whole prompt
+  text (the command included), to prove a long message arrived whole.
 - `fail`: every attempt of the segment fails. `fail_once`: only the first does.
 - a trailing ` ;; pause <gate>`: wait at a gate (a file in `gate_dir`) before answering;
   reaching it writes `<gate>.reached`. ` ;; fail_after_tools`: the resumed segment fails.
@@ -17,13 +19,14 @@ Each user message is a script, one command per turn:
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import shlex
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .._errors import SessionError, UserError
+from .._errors import MessageTooLargeError, SessionError, UserError
 from ..session import (
     AgentEvent,
     DeferredToolExecution,
@@ -57,10 +60,20 @@ class ScriptedRunner:
     __test__ = False
 
     def __init__(
-        self, tools: list[ScriptedTool] | None = None, *, gate_dir: Path | None = None
+        self,
+        tools: list[ScriptedTool] | None = None,
+        *,
+        gate_dir: Path | None = None,
+        max_input_bytes: int | None = None,
     ) -> None:
+        """A runner with `tools`.
+
+        `max_input_bytes` plays a model's input limit: a segment whose prompts and
+        notes add up to more raises `MessageTooLargeError`, as a model would refuse.
+        """
         self.tools = {t.name: t for t in tools or []}
         self.gate_dir = gate_dir
+        self.max_input_bytes = max_input_bytes
 
     def build_user_message(self, text: str) -> JsonObject:
         """Store prompts in the same shape the Claude adapter uses."""
@@ -76,6 +89,13 @@ class ScriptedRunner:
     ) -> TurnCompleted | ToolCallsRequested:
         """Follow the script of the turn's last prompt."""
         prompts = [i for i in context.pending if i.get("kind") == "user_prompt"]
+        if self.max_input_bytes is not None:
+            size = sum(len(str(i.get("text", "")).encode()) for i in context.pending)
+            if size > self.max_input_bytes:
+                raise MessageTooLargeError(
+                    f"the turn's input of {size} bytes is over the model's limit of "
+                    f"{self.max_input_bytes} bytes; send a shorter message"
+                )
         script = str(prompts[-1]["text"]) if prompts else ""
         command, _, suffix = script.partition(" ;; ")
         command = command.strip()
@@ -118,6 +138,11 @@ class ScriptedRunner:
             ]
             earlier += [str(p["text"]) for p in prompts[:-1]]
             return self._answer(context, "recalled: " + " | ".join(earlier), [], notes)
+        if command.startswith("digest"):
+            digest = hashlib.sha256(script.encode()).hexdigest()
+            return self._answer(
+                context, f"digest: {len(script)} chars, sha256 {digest}", [], notes
+            )
         if command.startswith("stream "):
             count = int(command.split()[1])
             for i in range(count):
