@@ -40,8 +40,7 @@ from dex_agents.temporal import (
     create_worker,
 )
 from dex_agents.temporal._models import ActiveTurn
-from dex_agents.temporal._worker import WORKFLOW_BUG_TYPES
-from dex_agents.temporal._workflow import define_workflow_class
+from dex_agents.temporal._workflow import WORKFLOW_BUG_TYPES, define_workflow_class
 from dex_agents.testing import (
     Ledger,
     LedgerFlowConfig,
@@ -305,7 +304,14 @@ def _buggy_flow(flow_type: str) -> AgentSessionFlow:
     The Update handler stores the prompt as is; the bug surfaces when the next
     turn starts and reads the prompt as if it were a dict.
     """
-    flow = create_agent_session_flow(ScriptedRunner(), flow_type)
+    base = create_agent_session_flow(ScriptedRunner(), flow_type)
+    # Unsandboxed: the sandbox would rebuild the class without the patch.
+    flow = replace(
+        base,
+        workflow_class=define_workflow_class(
+            flow_type, base.options, supports_images=False, sandboxed=False
+        ),
+    )
     original = AgentSessionWorkflow._start_turn
 
     def start_turn(self: AgentSessionWorkflow) -> None:
@@ -393,7 +399,10 @@ def _changed_deploy(flow: AgentSessionFlow) -> AgentSessionFlow:
     Replaying a recorded turn on it meets ActivityTaskScheduled where the code
     commands a timer: a nondeterminism error, as after a bad deploy.
     """
-    changed = define_workflow_class(flow.flow_type, flow.options, supports_images=False)
+    # Unsandboxed: the sandbox would rebuild the class without the patch.
+    changed = define_workflow_class(
+        flow.flow_type, flow.options, supports_images=False, sandboxed=False
+    )
     original = AgentSessionWorkflow._run_model
 
     async def run_model_after_a_timer(

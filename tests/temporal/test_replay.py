@@ -18,8 +18,7 @@ from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.temporal._converter import data_converter as pydantic_data_converter
+from dex_agents.temporal import SessionClient, SessionPlugin, create_worker
 from dex_agents.testing import ledger_flow
 
 HISTORIES = Path(__file__).parent.parent / "histories"
@@ -84,9 +83,8 @@ def test_every_scenario_is_recorded_before_and_after_each_patch() -> None:
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
 async def test_recorded_history_replays(path: Path, tmp_path: Path) -> None:
     history = WorkflowHistory.from_json(f"replay-{path.stem}", path.read_text())
-    replayer = Replayer(
-        workflows=[_flow(tmp_path).workflow_class],
-        data_converter=pydantic_data_converter,
-    )
+    flow = _flow(tmp_path)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    replayer = Replayer(workflows=[], plugins=[SessionPlugin([flow], store=store)])
     result = await replayer.replay_workflow(history, raise_on_replay_failure=True)
     assert result.replay_failure is None

@@ -23,6 +23,7 @@ from ._engine import (
 )
 from ._flow import AgentSessionFlow, create_agent_session_flow
 from ._models import Interrupt, TurnSummary
+from ._plugin import SessionPlugin, session_plugin
 from ._snapshot import AgentSnapshot
 from ._worker import create_worker
 from ._workflow import AgentSessionWorkflow
@@ -37,6 +38,7 @@ __all__ = [
     "ExternalEngine",
     "Interrupt",
     "SessionClient",
+    "SessionPlugin",
     "TurnSummary",
     "connect",
     "create_agent_session_flow",
@@ -48,6 +50,7 @@ __all__ = [
     "resolve_interrupt",
     "resolve_state_dir",
     "send_user_message",
+    "session_plugin",
     "session_history",
     "start_agent_session",
     "wait_for_idle",

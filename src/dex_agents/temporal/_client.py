@@ -35,7 +35,8 @@ from ._models import (
     TurnSummary,
     UserMessageInput,
 )
-from ._snapshot import AgentSnapshot
+from ._plugin import plugin_store
+from ._snapshot import AgentSnapshot, turn_number
 from ._workflow import INVALID_MESSAGE, QUEUE_FULL, UNKNOWN_INTERRUPT
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
@@ -105,7 +106,8 @@ async def user_message_input(
     if store is None:
         raise UserError(
             f"a user message of {len(data):,} bytes travels through the runtime store "
-            f"(more than {INLINE_TEXT_LIMIT} bytes); pass `store=` or use `SessionClient`"
+            f"(more than {INLINE_TEXT_LIMIT} bytes); pass `store=`, use `SessionClient`, "
+            "or connect the client with `SessionPlugin(store=...)`"
         )
     ref = blob_reference("msg", data)
     await store.put_blob(session_id, ref.blob_id, data)
@@ -143,7 +145,10 @@ async def start_agent_session(
             )
             return True
         message = await user_message_input(
-            session_id, initial_message or "", initial_images, store
+            session_id,
+            initial_message or "",
+            initial_images,
+            store or plugin_store(client),
         )
         return await client.execute_update_with_start_workflow(
             "send_user_message",
@@ -203,7 +208,9 @@ async def send_user_message(
             `MAX_QUEUED_MESSAGES` messages.
     """
     del flow  # the session's workflow knows its flow; kept for a uniform signature
-    message = await user_message_input(session_id, text, images, store)
+    message = await user_message_input(
+        session_id, text, images, store or plugin_store(client)
+    )
     with _update_errors(session_id):
         return await _handle(client, session_id).execute_update(
             "send_user_message", message, result_type=bool
@@ -265,13 +272,12 @@ async def with_recent_turns(
     """Fill in the `turns` most recent turns and their messages from the store."""
     if store is None or turns <= 0:
         return snapshot
-    active = snapshot.turns
-    finished = await store.read_turns(
-        snapshot.session_id, limit=max(turns - len(active), 1)
-    )
-    active_ids = {t.turn_id for t in active}
-    recent = [_turn_json.validate_python(t) for t in reversed(finished)]
-    snapshot.turns = [t for t in recent if t.turn_id not in active_ids] + active
+    # The live turns (the active one, any ended turn still being published) win
+    # over the store's copies; the newest `turns` of both, oldest first.
+    stored = await store.read_turns(snapshot.session_id, limit=turns)
+    merged = {t.turn_id: t for t in map(_turn_json.validate_python, stored)}
+    merged.update((t.turn_id, t) for t in snapshot.turns)
+    snapshot.turns = sorted(merged.values(), key=lambda t: turn_number(t.turn_id))
     snapshot.turns = snapshot.turns[-turns:]
     snapshot.messages = await store.read_transcript(
         snapshot.session_id, snapshot.transcript_head, max_segments=turns
@@ -295,6 +301,7 @@ async def get_agent_snapshot(
     `SessionClient.history`.
     """
     del flow
+    store = store or plugin_store(client)
     snapshot = await _live_snapshot(client, session_id, store)
     return await with_recent_turns(snapshot, store, turns)
 
@@ -313,6 +320,7 @@ async def wait_for_idle(
     busy one by one Update that returns once it is idle.
     """
     del flow
+    store = store or plugin_store(client)
     snapshot = await _live_snapshot(client, session_id, store)
     if snapshot.status == "running":
         snapshot = await _handle(client, session_id).execute_update(
@@ -332,7 +340,7 @@ async def session_history(
             yield _turn_json.validate_python(turn)
         if len(page) < page_size:
             return
-        before = int(str(page[-1]["turn_id"]).rpartition("-")[2])
+        before = turn_number(str(page[-1]["turn_id"]))
 
 
 class SessionClient:

@@ -62,7 +62,7 @@ from temporalio.client import Client
 
 from dex_agents._errors import EngineError, UserError
 
-from ._converter import data_converter as pydantic_data_converter
+from ._plugin import with_session_plugin
 
 __all__ = [
     "Engine",
@@ -323,11 +323,11 @@ class ExternalEngine:
                     **{
                         "target_host": cfg.address,
                         "namespace": cfg.namespace,
-                        "data_converter": pydantic_data_converter,
                         "tls": tls,
                         "api_key": cfg.api_key,
                         "connect_timeout": cfg.connect_timeout,
                         **kwargs,
+                        "plugins": with_session_plugin(kwargs.get("plugins")),
                     }
                 )
         except (RuntimeError, OSError, TimeoutError) as e:
@@ -562,8 +562,8 @@ class EmbeddedEngine:
                 **{
                     "target_host": record.address,
                     "namespace": self._namespace,
-                    "data_converter": pydantic_data_converter,
                     **kwargs,
+                    "plugins": with_session_plugin(kwargs.get("plugins")),
                 }
             )
         except RuntimeError as e:
@@ -907,7 +907,7 @@ async def _probe(address: str, namespace: str, timeout: float) -> Client | None:
             client = await Client.connect(
                 address,
                 namespace=namespace,
-                data_converter=pydantic_data_converter,
+                plugins=with_session_plugin(None),
                 connect_timeout=timedelta(seconds=timeout),
             )
             await client.workflow_service.describe_namespace(

@@ -233,3 +233,13 @@ class FinishedTurn:
     number: int
     summary: JsonObject
     """The `TurnSummary` as JSON."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineInfo:
+    """How the engine runs a session's workflow (the `engine_info` Query)."""
+
+    sandboxed: bool
+    """Whether the workflow code runs in Temporal's sandbox."""
+    runs: int
+    """Runs of the session so far: 1 plus each continue-as-new."""

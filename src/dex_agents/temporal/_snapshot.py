@@ -52,6 +52,10 @@ class AgentSnapshot:
         return self.status != "running"
 
 
+snapshot_json: TypeAdapter[AgentSnapshot] = TypeAdapter(AgentSnapshot)
+turn_json: TypeAdapter[TurnSummary] = TypeAdapter(TurnSummary)
+
+
 def session_status(state: SessionState) -> SessionStatus:
     """The status a snapshot reports for `state`."""
     if state.active is None:
@@ -67,7 +71,9 @@ def snapshot_of(state: SessionState, flow_type: str, updated_at: str) -> AgentSn
         session_id=state.session_id,
         flow_type=flow_type,
         status=session_status(state),
-        turns=[] if state.active is None else [turn_summary(state.active, None)],
+        # Ended turns the store may not have yet (a publish in flight), then the active one.
+        turns=[turn_json.validate_python(t.summary) for t in state.unpublished[-20:]]
+        + ([] if state.active is None else [turn_summary(state.active, None)]),
         pending_interrupts=[i for i in state.interrupts.values() if not i.resolved],
         usage=state.usage,
         pending_prompts=[i.preview for i in state.pending if isinstance(i, UserPrompt)],
@@ -120,7 +126,7 @@ def migrate_carried_state(state: SessionState) -> None:
     and interrupts of finished turns leave. Pure, so it runs in workflow code.
     """
     if state.turns:
-        dump = TypeAdapter(TurnSummary).dump_python
+        dump = turn_json.dump_python
         last = state.turns[-1]
         finished = state.turns
         if state.active is not None and last.turn_id == state.active.turn_id:

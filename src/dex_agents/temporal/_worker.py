@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -11,23 +12,9 @@ from temporalio.worker import Worker
 
 from .._errors import UserError
 from ..stores import RuntimeStore
-from ._activities import build_activities
 from ._flow import AgentSessionFlow
-
-WORKFLOW_BUG_TYPES: tuple[type[Exception], ...] = (
-    AssertionError,
-    AttributeError,
-    IndexError,
-    KeyError,
-    TypeError,
-    ValueError,
-)
-"""Errors in workflow code that fail the session instead of retrying its task forever.
-
-A plain bug would otherwise leave the session RUNNING with a stuck task. A
-nondeterminism error is deliberately not here: after a bad deploy it must keep
-retrying, so that a fixed worker can pick the session up again.
-"""
+from ._plugin import SessionPlugin
+from ._workflow import WORKFLOW_BUG_TYPES
 
 
 def create_worker(
@@ -40,9 +27,11 @@ def create_worker(
 ) -> Worker:
     """A worker for `flows`, all on one task queue (the first flow's by default).
 
-    Sticky queues time out after 1 s, so a session whose worker crashed moves to
-    a new worker in about a second instead of ten. A bug in workflow code fails
-    the session visibly instead of retrying its task forever.
+    Sugar over `Worker(client, task_queue=..., plugins=[SessionPlugin(flows,
+    store=store)])` with settings sessions want: sticky queues time out after
+    1 s, so a session whose worker crashed moves to a new worker in about a
+    second instead of ten; a bug in workflow code fails the session visibly
+    instead of retrying its task forever; SIGTERM drains for 5 s.
     """
     if not flows:
         raise UserError("`create_worker` needs at least one flow")
@@ -53,21 +42,23 @@ def create_worker(
                 f"flows {flows[0].flow_type!r} and {flow.flow_type!r} use different task "
                 "queues; pass `task_queue=` or run one worker per queue"
             )
-    activities = [
-        a
-        for flow in flows
-        for a in build_activities(flow.flow_type, flow.runner, flow.options, store)
-    ]
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),
         "workflow_failure_exception_types": list(WORKFLOW_BUG_TYPES),
         "graceful_shutdown_timeout": timedelta(seconds=5),
     }
     options.update(worker_options)
-    return Worker(
-        client,
-        task_queue=queue,
-        workflows=[flow.workflow_class for flow in flows],
-        activities=activities,
-        **options,
-    )
+    plugins = [
+        *options.pop("plugins", ()),
+        SessionPlugin(flows, store=store, task_queue=queue),
+    ]
+    with warnings.catch_warnings():
+        # A client from `EmbeddedEngine.client()` has a SessionPlugin of its own (the
+        # converter); this one adds the flows. Temporal warns about two of a type.
+        warnings.filterwarnings(
+            "ignore", message="The same plugin type", category=UserWarning
+        )
+        return Worker(client, task_queue=queue, plugins=plugins, **options)
+
+
+__all__ = ["WORKFLOW_BUG_TYPES", "create_worker"]

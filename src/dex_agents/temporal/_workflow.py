@@ -17,6 +17,7 @@ exactly where it was:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, cast
@@ -27,8 +28,6 @@ from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.exceptions import TimeoutError as StepTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import TypeAdapter
-
     from ..session import (
         INLINE_TEXT_LIMIT,
         MAX_QUEUED_MESSAGES,
@@ -41,10 +40,12 @@ with workflow.unsafe.imports_passed_through():
         failure_note,
         preview,
     )
+    from . import _registry
     from ._models import (
         ActiveTurn,
         CallToolInput,
         CallToolOutput,
+        EngineInfo,
         FinishedTurn,
         Interrupt,
         PublishInput,
@@ -55,7 +56,6 @@ with workflow.unsafe.imports_passed_through():
         SessionInput,
         SessionState,
         TurnStatus,
-        TurnSummary,
         UserMessageInput,
     )
     from ._snapshot import (
@@ -63,7 +63,9 @@ with workflow.unsafe.imports_passed_through():
         clip,
         migrate_carried_state,
         session_status,
+        snapshot_json,
         snapshot_of,
+        turn_json,
         turn_number,
         turn_summary,
     )
@@ -74,8 +76,6 @@ QUEUE_FULL = "MessageQueueFull"
 TOO_LARGE = "MessageTooLargeError"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
 
-_snapshot_json = TypeAdapter(AgentSnapshot)
-_turn_json = TypeAdapter(TurnSummary)
 _KEEP_IDS = 500
 _KEEP_INTERRUPT_IDS = 200
 
@@ -165,7 +165,7 @@ class AgentSessionWorkflow:
                 type=INVALID_MESSAGE,
                 non_retryable=True,
             )
-        queued = sum(isinstance(i, UserPrompt) for i in self.state.pending)
+        queued = sum(i.kind == "user_prompt" for i in self.state.pending)
         if queued >= MAX_QUEUED_MESSAGES:
             raise ApplicationError(
                 f"session {self.state.session_id!r} already has {queued} messages "
@@ -238,6 +238,11 @@ class AgentSessionWorkflow:
         """
         return self._snapshot()
 
+    @workflow.query
+    def engine_info(self) -> EngineInfo:
+        """Whether this code runs sandboxed, and which run of the session it is."""
+        return EngineInfo(sandboxed=workflow.unsafe.in_sandbox(), runs=self.state.runs)
+
     def _seen_update(self) -> bool:
         """Remember the running Update's ID; True if it was applied before."""
         info = workflow.current_update_info()
@@ -292,7 +297,7 @@ class AgentSessionWorkflow:
         self.state.active = ActiveTurn(
             turn_id=turn_id,
             pending_count=len(self.state.pending),
-            prompts=[i.preview for i in new_items if isinstance(i, UserPrompt)],
+            prompts=[i.preview for i in new_items if i.kind == "user_prompt"],
         )
         self.state.inbox = 0
         self._emit("turn_started", {"turn_id": turn_id})
@@ -543,8 +548,8 @@ class AgentSessionWorkflow:
         count = active.pending_count
         if drop_prompts:
             sent = self.state.pending[:count]
-            dropped = [i for i in sent if isinstance(i, UserPrompt)]
-            kept = [i for i in sent if not isinstance(i, UserPrompt)]
+            dropped = [i for i in sent if i.kind == "user_prompt"]
+            kept = [i for i in sent if i.kind != "user_prompt"]
             self.state.pending[:count] = kept
             count = len(kept)
             note = replace(
@@ -587,7 +592,7 @@ class AgentSessionWorkflow:
         self.state.unpublished.append(
             FinishedTurn(
                 number=turn_number(active.turn_id),
-                summary=_turn_json.dump_python(summary, mode="json"),
+                summary=turn_json.dump_python(summary, mode="json"),
             )
         )
         done = [
@@ -628,7 +633,7 @@ class AgentSessionWorkflow:
                 type(self).names.publish,
                 PublishInput(
                     session_id=self.state.session_id,
-                    snapshot=_snapshot_json.dump_python(snapshot, mode="json"),
+                    snapshot=snapshot_json.dump_python(snapshot, mode="json"),
                     events=events,
                     turn_id=turn_id,
                     first_seq=first_seq,
@@ -689,16 +694,51 @@ def _failure_text(err: ActivityError) -> str:
     return str(cause) if cause is not None else str(err)
 
 
+WORKFLOW_BUG_TYPES: tuple[type[Exception], ...] = (
+    AssertionError,
+    AttributeError,
+    IndexError,
+    KeyError,
+    TypeError,
+    ValueError,
+)
+"""Errors in workflow code that fail the session instead of retrying its task forever.
+
+A plain bug would otherwise leave the session RUNNING with a stuck task. A
+nondeterminism error is deliberately not here: after a bad deploy it must keep
+retrying, so that a fixed worker can pick the session up again. They are set on
+each session workflow's definition, so a worker's other workflows keep their own.
+"""
+
+
 def define_workflow_class(
-    flow_type: str, options: AgentSessionOptions, *, supports_images: bool
+    flow_type: str,
+    options: AgentSessionOptions,
+    *,
+    supports_images: bool,
+    sandboxed: bool = True,
+    failure_exception_types: Sequence[type[BaseException]] = WORKFLOW_BUG_TYPES,
 ) -> type[AgentSessionWorkflow]:
     """A workflow class registered under `flow_type` (the workflow type name).
 
     Temporal requires `@workflow.run` on the registered class itself, so each
-    flow gets its own subclass. It runs unsandboxed: the sandbox re-imports a
-    workflow class by module path, which a class made at run time does not have;
-    determinism is kept by this module's rules and proved by replay tests.
+    flow gets its own subclass, made here. It runs in Temporal's sandbox: the
+    sandbox imports the class by name from a fresh copy of this module, where
+    the module's `__getattr__` builds it again from the spec in `_registry`.
+    `sandboxed=False` is for tests that patch a class's methods.
     """
+    spec = _registry.register(
+        flow_type,
+        options,
+        supports_images=supports_images,
+        sandboxed=sandboxed,
+        failure_exception_types=failure_exception_types,
+    )
+    return _build(spec)
+
+
+def _build(spec: _registry.FlowSpec) -> type[AgentSessionWorkflow]:
+    class_name = spec.class_name
 
     def __init__(self: AgentSessionWorkflow, input: SessionInput) -> None:
         self._setup(input)
@@ -706,7 +746,6 @@ def define_workflow_class(
     async def run(self: AgentSessionWorkflow, input: SessionInput) -> None:
         await self._run()
 
-    class_name = f"AgentSessionWorkflow_{flow_type.replace('.', '_').replace('-', '_')}"
     # Temporal refuses functions defined in a local scope; these belong to the new class.
     __init__.__qualname__ = f"{class_name}.__init__"
     # Real types, not strings: Temporal reads them to decode the workflow input.
@@ -716,15 +755,34 @@ def define_workflow_class(
     namespace: dict[str, Any] = {
         "__init__": workflow.init(__init__),
         "run": workflow.run(run),
-        "flow_type": flow_type,
-        "options": options,
-        "names": ActivityNames.for_flow(flow_type),
-        "supports_images": supports_images,
+        "flow_type": spec.flow_type,
+        "options": spec.options,
+        "names": ActivityNames.for_flow(spec.flow_type),
+        "supports_images": spec.supports_images,
         "__module__": __name__,
         "__qualname__": class_name,
     }
     cls = type(class_name, (AgentSessionWorkflow,), namespace)
-    return workflow.defn(name=flow_type, sandboxed=False)(cls)
+    cls = workflow.defn(
+        name=spec.flow_type,
+        sandboxed=spec.sandboxed,
+        failure_exception_types=list(spec.failure_exception_types),
+    )(cls)
+    globals()[class_name] = cls  # later imports of this module copy find it directly
+    return cls
 
 
-__all__ = ["ActivityNames", "AgentSessionWorkflow", "define_workflow_class"]
+def __getattr__(name: str) -> Any:
+    """Build a flow's class in a sandbox's copy of this module (PEP 562)."""
+    spec = _registry.SPECS.get(name)
+    if spec is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _build(spec)
+
+
+__all__ = [
+    "WORKFLOW_BUG_TYPES",
+    "ActivityNames",
+    "AgentSessionWorkflow",
+    "define_workflow_class",
+]

@@ -1,0 +1,206 @@
+"""`SessionPlugin`: dex-agents as one Temporal plugin for your own Client and Worker.
+
+Like `temporalio.contrib.openai_agents.OpenAIAgentsPlugin` and pydantic-ai's
+`PydanticAIPlugin`, it is a `temporalio.plugin.SimplePlugin`:
+
+- on the client (`Client.connect(..., plugins=[plugin])`): the session data
+  converter, and the runtime store the session RPCs use for long messages and
+  paged snapshots;
+- on every worker of that client whose task queue serves its flows: their
+  workflows and activities, and the sandbox settings they need (dex-agents'
+  own modules pass through, except the workflow module, which is sandboxed);
+- on a `Replayer`: the converter and the workflows.
+
+A worker of the same client on another task queue is left alone, and a
+plugin given both to the client and to the worker applies once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from temporalio.client import Client
+from temporalio.converter import DataConverter, DefaultPayloadConverter
+from temporalio.plugin import SimplePlugin
+from temporalio.worker import ReplayerConfig, WorkerConfig, WorkflowRunner
+from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
+
+from .._errors import UserError
+from ..stores import RuntimeStore
+from ._activities import build_activities
+from ._converter import SharedPydanticPayloadConverter
+from ._flow import AgentSessionFlow
+
+_SANDBOXED_MODULE = "dex_agents.temporal._workflow"
+
+
+def passthrough_modules() -> tuple[str, ...]:
+    """Every dex-agents module but the workflow module, plus pydantic.
+
+    Listed one by one: a passthrough name also covers its submodules, so
+    passing `dex_agents` whole would take the workflow module out of the
+    sandbox. Passed through, the payload classes are the process's own (one
+    converter cache entry each, not one per workflow run) and the flow
+    registry is the one the host filled.
+    """
+    root = Path(__file__).resolve().parent.parent
+    names: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        parts = path.relative_to(root.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            continue  # packages: their names would cover the workflow module
+        name = ".".join(parts)
+        if name != _SANDBOXED_MODULE:
+            names.append(name)
+    return (*names, "pydantic", "pydantic_core", "annotated_types")
+
+
+def _data_converter(existing: DataConverter | None) -> DataConverter:
+    """The session converter, keeping the rest of a converter the user set."""
+    base = existing or DataConverter.default
+    payload = base.payload_converter_class
+    if payload is DefaultPayloadConverter:
+        return dataclasses.replace(
+            base, payload_converter_class=SharedPydanticPayloadConverter
+        )
+    if issubclass(payload, SharedPydanticPayloadConverter):
+        return base
+    raise UserError(
+        f"the client's payload converter is {payload.__name__}; dex-agents sessions "
+        "need dex_agents.temporal.data_converter's (pydantic JSON): leave "
+        "`data_converter` unset, or subclass SharedPydanticPayloadConverter"
+    )
+
+
+def _with_passthrough(
+    modules: Sequence[str],
+) -> Callable[[WorkflowRunner | None], WorkflowRunner]:
+    def workflow_runner(runner: WorkflowRunner | None) -> WorkflowRunner:
+        if runner is None:
+            runner = SandboxedWorkflowRunner()
+        if isinstance(runner, SandboxedWorkflowRunner):
+            # The user's restrictions stay; ours are added.
+            return dataclasses.replace(
+                runner,
+                restrictions=runner.restrictions.with_passthrough_modules(*modules),
+            )
+        return runner  # an unsandboxed runner the user chose
+
+    return workflow_runner
+
+
+class SessionPlugin(SimplePlugin):
+    """dex-agents sessions on your own Temporal `Client`, `Worker` and `Replayer`."""
+
+    def __init__(
+        self,
+        flows: Sequence[AgentSessionFlow] = (),
+        *,
+        store: RuntimeStore | None = None,
+        task_queue: str | None = None,
+    ) -> None:
+        """A plugin serving `flows` with the runtime store `store`.
+
+        Args:
+            flows: The session flows its workers serve; none for a client that
+                only talks to sessions.
+            store: The runtime store of the sessions (transcripts, events, long
+                messages). A worker needs it; a client uses it for long
+                messages and snapshots.
+            task_queue: The queue whose workers serve `flows` (default: each
+                flow's own `task_queue`).
+
+        Raises:
+            UserError: flows without a store, or two flows of one type.
+        """
+        types = [f.flow_type for f in flows]
+        if len(set(types)) != len(types):
+            raise UserError(f"each flow type may be served once, got {types}")
+        if flows and store is None:
+            raise UserError(
+                "a SessionPlugin with flows needs `store=` (the runtime store its "
+                "activities write transcripts and events to)"
+            )
+        self.flows = list(flows)
+        self.store = store
+        self.task_queue = task_queue
+        super().__init__(
+            "dex_agents.SessionPlugin",
+            data_converter=_data_converter,
+            workflow_runner=_with_passthrough(passthrough_modules()),
+        )
+
+    def _served_on(self, queue: str) -> list[AgentSessionFlow]:
+        return [f for f in self.flows if (self.task_queue or f.task_queue) == queue]
+
+    def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
+        """Add the flows served on this worker's queue, once."""
+        config = super().configure_worker(config)
+        flows = self._served_on(str(config.get("task_queue", "")))
+        known = {_workflow_name(w) for w in config.get("workflows", ())}
+        flows = [f for f in flows if f.flow_type not in known]
+        if not flows:
+            return config
+        client = config.get("client")
+        if client is not None:
+            payload = client.data_converter.payload_converter_class
+            if not issubclass(payload, SharedPydanticPayloadConverter):
+                raise UserError(
+                    "this worker's client does not use the session data converter: "
+                    "pass SessionPlugin to `Client.connect(plugins=[...])` (it then "
+                    "reaches the client's workers), or connect with "
+                    "`data_converter=dex_agents.temporal.data_converter`"
+                )
+        assert self.store is not None  # checked in __init__
+        config["workflows"] = [
+            *config.get("workflows", ()),
+            *(f.workflow_class for f in flows),
+        ]
+        config["activities"] = [
+            *config.get("activities", ()),
+            *(
+                a
+                for f in flows
+                for a in build_activities(f.flow_type, f.runner, f.options, self.store)
+            ),
+        ]
+        return config
+
+    def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
+        """Add the flows' workflows to a `Replayer`."""
+        config = super().configure_replayer(config)
+        known = list(config.get("workflows", ()))
+        config["workflows"] = [
+            *known,
+            *(f.workflow_class for f in self.flows if f.workflow_class not in known),
+        ]
+        return config
+
+
+def _workflow_name(cls: object) -> str | None:
+    defn = getattr(cls, "__temporal_workflow_definition", None)
+    name = getattr(defn, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def session_plugin(client: Client) -> SessionPlugin | None:
+    """The `SessionPlugin` `client` was connected with, if any."""
+    plugins: Sequence[Any] = client.config().get("plugins", ())
+    return next((p for p in plugins if isinstance(p, SessionPlugin)), None)
+
+
+def plugin_store(client: Client) -> RuntimeStore | None:
+    """The runtime store of `client`'s `SessionPlugin`, if it has one."""
+    plugin = session_plugin(client)
+    return plugin.store if plugin is not None else None
+
+
+def with_session_plugin(plugins: Sequence[Any] | None) -> list[Any]:
+    """`plugins` with a `SessionPlugin` (converter only) unless one is there."""
+    plugins = list(plugins or ())
+    if not any(isinstance(p, SessionPlugin) for p in plugins):
+        plugins.append(SessionPlugin())
+    return plugins
