@@ -298,7 +298,11 @@ async def test_create_worker_sets_a_one_second_sticky_timeout_and_the_bug_types(
     )
 
 
-def _buggy_flow(flow_type: str) -> AgentSessionFlow:
+def _buggy_flow(
+    flow_type: str,
+    *,
+    failure_types: tuple[type[BaseException], ...] = WORKFLOW_BUG_TYPES,
+) -> AgentSessionFlow:
     """A flow whose workflow code has a bug on its run path, met by a "blocks:" prompt.
 
     The Update handler stores the prompt as is; the bug surfaces when the next
@@ -309,7 +313,11 @@ def _buggy_flow(flow_type: str) -> AgentSessionFlow:
     flow = replace(
         base,
         workflow_class=define_workflow_class(
-            flow_type, base.options, supports_images=False, sandboxed=False
+            flow_type,
+            base.options,
+            supports_images=False,
+            sandboxed=False,
+            failure_exception_types=failure_types,
         ),
     )
     original = AgentSessionWorkflow._start_turn
@@ -355,8 +363,13 @@ async def test_a_bug_on_the_workflow_run_path_fails_the_session(
 async def test_without_the_bug_types_the_same_bug_would_retry_its_task_forever(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    """The contrast of the test above: the worker option is what makes it fail."""
-    flow = _buggy_flow(flow_type)
+    """The contrast of the test above: the bug types are what make it fail.
+
+    They are set on the session workflow's definition (so a worker's other
+    workflows keep their own); without them, and without the worker option,
+    the same bug retries its task forever.
+    """
+    flow = _buggy_flow(flow_type, failure_types=())
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)
     handle = client.get_workflow_handle("audit-eng-c30-no-bug-types")
