@@ -101,7 +101,9 @@ async def _resume(rig: Rig, fleet: _Fleet, session_id: str) -> float:
     )
     await handle.execute_update("wait_for_idle", result_type=int)
     elapsed = time.monotonic() - started
-    snapshot = await get_agent_snapshot(rig.client, fleet.flow, session_id)
+    snapshot = await get_agent_snapshot(
+        rig.client, fleet.flow, session_id, store=fleet.store, turns=1
+    )
     turn = snapshot.turns[-1]
     if turn.status != "completed" or "refunded" not in turn.final_text:
         raise BenchError(f"{session_id} resumed to {turn.status}: {turn.error}")
