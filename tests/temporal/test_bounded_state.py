@@ -137,7 +137,8 @@ async def test_3_mb_and_20_mb_messages_are_answered_whole_and_history_stays_smal
         (run_id,) = await _runs(client, sid)
         events = await _history(client, sid, run_id)
     await store.close()
-    assert max(e.ByteSize() for e in events) <= 16 * 1024
+    big = [(e.event_type, e.ByteSize()) for e in events if e.ByteSize() > 16 * 1024]
+    assert big == []
 
 
 async def test_a_message_over_the_maximum_names_the_limit_and_writes_nothing(
@@ -191,7 +192,7 @@ async def test_a_message_too_large_for_the_model_fails_its_turn_and_the_next_is_
     assert answered.turns[-1].final_text == "recalled:  (after 1 failure note(s))"
 
 
-async def test_long_tool_outputs_travel_by_reference_and_reach_the_model_whole(
+async def test_long_tool_inputs_and_outputs_travel_by_reference_and_arrive_whole(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
     config = make_config(tmp_path, flow_type)
@@ -206,12 +207,16 @@ async def test_long_tool_outputs_travel_by_reference_and_reach_the_model_whole(
         )
         snap = await sessions.wait_for_idle(sid)
         (interrupt,) = snap.pending_interrupts
+        # The approval shows the exact 300 KB input, read back from the store.
+        assert interrupt.arguments == {"sku": sku}
+        assert interrupt.arguments_ref is None
         await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
         snap = await sessions.wait_for_idle(sid)
         (run_id,) = await _runs(client, sid)
         events = await _history(client, sid, run_id)
     await store.close()
-    assert Ledger(config.ledger_path).count("check_stock") == 1
+    (stock,) = Ledger(config.ledger_path).entries("check_stock")
+    assert stock["sku"] == sku  # the tool got the whole input
     # The model read the whole 300 KB output in the resumed segment.
     assert snap.messages[-1].text == f"done: check_stock={sku}: 3 left"
     (record,) = snap.turns[-1].tool_calls
@@ -223,6 +228,9 @@ async def test_long_tool_outputs_travel_by_reference_and_reach_the_model_whole(
     ]
     # The tool Step's result in history is a preview and a reference, not 300 KB.
     assert min(r.ByteSize() for r in completed) <= 2 * 1024
+    # No event carries the input or the output: they travel by reference.
+    big = [(e.event_type, e.ByteSize()) for e in events if e.ByteSize() > 16 * 1024]
+    assert big == []
 
 
 async def test_waiting_on_an_idle_session_adds_no_history(

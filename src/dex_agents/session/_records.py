@@ -40,6 +40,10 @@ class ToolCall:
     """The tool Step's timeout for this call (a source tool's); None: the session's."""
     step_attempts: int | None = None
     """Attempts of a retried tool Step for this call; None: the session's."""
+    arguments_ref: BlobReference | None = None
+    """Set while the call travels through the engine with long arguments: `arguments`
+    is then empty and the JSON of the whole arguments is this runtime store blob.
+    Runners and tool handlers only see whole calls."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -72,6 +76,8 @@ class ToolRecord:
     output_ref: BlobReference | None = None
     """Set while the record travels through the engine: `output` is then a preview and
     the whole output is this runtime store blob. Runners only see whole records."""
+    arguments_ref: BlobReference | None = None
+    """The call's `arguments_ref`: its arguments are then this blob (see `ToolCall`)."""
 
     @property
     def model_text(self) -> str:

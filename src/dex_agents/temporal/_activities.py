@@ -20,6 +20,7 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
+from pydantic import TypeAdapter
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
@@ -38,6 +39,7 @@ from ..session import (
     ResumeState,
     RunModelContext,
     StoredMessage,
+    ToolCall,
     ToolOutcome,
     ToolRecord,
     TurnCompleted,
@@ -119,7 +121,31 @@ async def store_long_output(
 
 
 OUTPUT_INLINE_LIMIT = 4 * INLINE_TEXT_LIMIT
-"""Bytes of a tool output a record carries in history; longer outputs travel by reference."""
+"""Bytes of a tool output (or of a call's arguments, as JSON) carried in history; more
+travels by reference."""
+
+_ARGUMENTS = TypeAdapter(JsonObject)
+RUN_STATE_LIMIT = 64 * 1024
+"""Bytes of a runner's `run_state` (JSON): it travels in history with every deferral."""
+
+
+async def store_long_arguments(
+    store: RuntimeStore, session_id: str, call: ToolCall
+) -> ToolCall:
+    """`call` as it travels: whole when its arguments are short, else by reference."""
+    data = _ARGUMENTS.dump_json(call.arguments)
+    if len(data) <= OUTPUT_INLINE_LIMIT:
+        return call
+    ref = blob_reference("args", data)
+    await store.put_blob(session_id, ref.blob_id, data)
+    return replace(call, arguments={}, arguments_ref=ref)
+
+
+async def read_arguments(
+    store: RuntimeStore, session_id: str, ref: BlobReference
+) -> JsonObject:
+    """The whole arguments a reference names."""
+    return _ARGUMENTS.validate_json(await read_text_blob(store, session_id, ref))
 
 
 SESSION_STEP = "session"
@@ -258,10 +284,13 @@ def build_activities(
         return runner.build_user_message(text)
 
     async def whole_record(session_id: str, record: ToolRecord) -> ToolRecord:
-        if record.output_ref is None:
-            return record
-        output = await read_text_blob(store, session_id, record.output_ref)
-        return replace(record, output=output, output_ref=None)
+        if record.arguments_ref is not None:
+            arguments = await read_arguments(store, session_id, record.arguments_ref)
+            record = replace(record, arguments=arguments, arguments_ref=None)
+        if record.output_ref is not None:
+            output = await read_text_blob(store, session_id, record.output_ref)
+            record = replace(record, output=output, output_ref=None)
+        return record
 
     @activity.defn(name=names.run_model)
     async def run_model(input: RunModelInput) -> RunModelOutput:
@@ -373,6 +402,15 @@ def build_activities(
                 usage=result.usage,
                 metadata=result.metadata,
             )
+        state_bytes = len(_ARGUMENTS.dump_json(result.run_state))
+        if state_bytes > RUN_STATE_LIMIT:
+            raise ApplicationError(
+                f"the runner's run_state is {state_bytes:,} bytes; it travels in "
+                f"workflow history, so it must stay under {RUN_STATE_LIMIT:,} bytes: "
+                "keep bulky data in the segment's messages",
+                type="UserError",
+                non_retryable=True,
+            )
         # A partial segment hangs off no chain: only the resumed segment reads it.
         await store.put_segment(
             input.session_id, segment_id, None, list(result.messages)
@@ -380,7 +418,10 @@ def build_activities(
         return RunModelOutput(
             kind="tool_calls_requested",
             segment_id=segment_id,
-            calls=list(result.calls),
+            calls=[
+                await store_long_arguments(store, input.session_id, c)
+                for c in result.calls
+            ],
             run_state=result.run_state,
             usage=result.usage,
             metadata=result.metadata,
@@ -391,6 +432,11 @@ def build_activities(
         attempt = info.attempt
         checkpoint = _Checkpoint(info.heartbeat_details)
         call = input.call
+        if call.arguments_ref is not None:
+            arguments = await read_arguments(
+                store, input.session_id, call.arguments_ref
+            )
+            call = replace(call, arguments=arguments, arguments_ref=None)
         execution = DeferredToolExecution(
             flow_id=input.session_id,
             turn_id=input.turn_id,

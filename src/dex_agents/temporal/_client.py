@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from pydantic import TypeAdapter
@@ -28,8 +29,10 @@ from ..session import (
     preview,
 )
 from ..stores import RuntimeStore
+from ._activities import read_arguments
 from ._flow import AgentSessionFlow
 from ._models import (
+    Interrupt,
     ResolveInterruptInput,
     SessionInput,
     TurnSummary,
@@ -270,7 +273,13 @@ async def with_recent_turns(
     snapshot: AgentSnapshot, store: RuntimeStore | None, turns: int = RECENT_TURNS
 ) -> AgentSnapshot:
     """Fill in the `turns` most recent turns and their messages from the store."""
-    if store is None or turns <= 0:
+    if store is None:
+        return snapshot
+    snapshot.pending_interrupts = [
+        await _whole_arguments(store, snapshot.session_id, i)
+        for i in snapshot.pending_interrupts
+    ]
+    if turns <= 0:
         return snapshot
     # The live turns (the active one, any ended turn still being published) win
     # over the store's copies; the newest `turns` of both, oldest first.
@@ -283,6 +292,16 @@ async def with_recent_turns(
         snapshot.session_id, snapshot.transcript_head, max_segments=turns
     )
     return snapshot
+
+
+async def _whole_arguments(
+    store: RuntimeStore, session_id: str, interrupt: Interrupt
+) -> Interrupt:
+    """The interrupt with its call's exact input, read back when it travelled by reference."""
+    if interrupt.arguments_ref is None:
+        return interrupt
+    arguments = await read_arguments(store, session_id, interrupt.arguments_ref)
+    return replace(interrupt, arguments=arguments, arguments_ref=None)
 
 
 async def get_agent_snapshot(

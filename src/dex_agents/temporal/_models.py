@@ -3,9 +3,10 @@
 Nothing here grows with the age of a session or with what a user sends: the
 transcript, the finished turns and every user-sized value (long messages, long
 tool outputs) live in the runtime store, and history carries references.
-What is left is the work in progress: the active turn, the queued items
-(at most `MAX_QUEUED_MESSAGES` prompts of at most `INLINE_TEXT_LIMIT` bytes
-each), the pending approvals and fixed-size windows of recent IDs.
+
+The state itself (`SessionState` and its parts, the continue-as-new format)
+belongs to the engine-free turn machine in `dex_agents.session`; it is
+re-exported here under the names the engine has always used.
 """
 
 from __future__ import annotations
@@ -14,117 +15,32 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from ..session import (
+    ActiveTurn,
     AgentEvent,
     BlobReference,
+    CallToolStep,
+    FinishedTurn,
     ImageReference,
+    Interrupt,
     JsonObject,
     ModelCallMetadata,
     PendingItem,
+    RunModelStep,
+    SessionInput,
+    SessionState,
+    SessionStatus,
     ToolCall,
-    ToolEffect,
     ToolRecord,
+    Transition,
+    TurnPhase,
+    TurnStatus,
+    TurnSummary,
     Usage,
+    UserPrompt,
+    calls_requested,
+    model_answered,
+    record_outcome,
 )
-
-SessionStatus = Literal["idle", "running", "waiting_for_approval"]
-TurnStatus = Literal["running", "waiting_for_approval", "completed", "failed"]
-TurnPhase = Literal["run_model", "tool", "await_approval", "execute", "resume"]
-
-
-@dataclass(kw_only=True)
-class Interrupt:
-    """An approval request for one deferred call."""
-
-    interrupt_id: str
-    turn_id: str
-    tool_call_id: str
-    tool_name: str
-    arguments: JsonObject
-    effect: ToolEffect
-    reason: str
-    created_at: str
-    deadline: str | None = None
-    resolved: bool = False
-    approved: bool | None = None
-    rejection_message: str | None = None
-
-
-@dataclass(kw_only=True)
-class TurnSummary:
-    """One turn as the snapshot shows it."""
-
-    turn_id: str
-    status: TurnStatus
-    prompts: list[str] = field(default_factory=lambda: [])
-    final_text: str = ""
-    """The answer, clipped to 1,000 characters; the snapshot's `messages` hold it whole."""
-    tool_calls: list[ToolRecord] = field(default_factory=lambda: [])
-    usage: Usage = field(default_factory=Usage)
-    error: str | None = None
-
-
-@dataclass(kw_only=True)
-class ActiveTurn:
-    """The turn in progress, complete enough to continue after continue-as-new."""
-
-    turn_id: str
-    phase: TurnPhase = "run_model"
-    segment: int = 0
-    pending_count: int = 0
-    """How many items of `SessionState.pending` this turn sends."""
-    run_state: JsonObject = field(default_factory=lambda: {})
-    partial_segment_id: str | None = None
-    calls: list[ToolCall] = field(default_factory=lambda: [])
-    call_index: int = 0
-    records: list[ToolRecord] = field(default_factory=lambda: [])
-    """Records of the current batch of calls."""
-    turn_records: list[ToolRecord] = field(default_factory=lambda: [])
-    """Every record of the turn, for a failure note."""
-    interrupt_id: str | None = None
-    prompts: list[str] = field(default_factory=lambda: [])
-    """Previews of the prompts this turn sends first (its summary's `prompts`)."""
-    usage: Usage = field(default_factory=Usage)
-    """What this turn's segments cost so far."""
-
-
-@dataclass(kw_only=True)
-class SessionState:
-    """Everything the session workflow knows; carried through continue-as-new."""
-
-    session_id: str
-    turn_counter: int = 0
-    transcript_head: str | None = None
-    pending: list[PendingItem] = field(default_factory=lambda: [])
-    """Prompts and failure notes that never reached a completed transcript."""
-    inbox: int = 0
-    """How many of `pending`'s trailing prompts arrived after the active turn started."""
-    turns: list[TurnSummary] = field(default_factory=lambda: [])
-    """Only in a state carried by 0.1.x, which kept every turn: moved to the store's turn log."""
-    active: ActiveTurn | None = None
-    interrupts: dict[str, Interrupt] = field(default_factory=lambda: {})
-    """Interrupts of the active turn: resolved ones leave with it."""
-    resolved_interrupts: list[str] = field(default_factory=lambda: [])
-    """IDs of the latest interrupts that left with their turn (a window), so a late
-    repeat of `resolve_interrupt` is answered False rather than "unknown"."""
-    usage: Usage = field(default_factory=Usage)
-    unpublished: list[FinishedTurn] = field(default_factory=lambda: [])
-    """Turns that ended but are not in the store's turn log yet (normally none)."""
-    version: int = 0
-    event_seq: int = 0
-    runs: int = 1
-    update_ids: list[str] = field(default_factory=lambda: [])
-    """IDs of the latest state-changing Updates that succeeded, carried across continue-as-new.
-
-    Temporal deduplicates an Update ID within one run only; a client that
-    retries an Update whose run just continued as new would deliver it twice.
-    """
-
-
-@dataclass(frozen=True, kw_only=True)
-class SessionInput:
-    """Workflow input: None on a new session, the state after continue-as-new."""
-
-    state: SessionState | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,6 +53,13 @@ class UserMessageInput:
     """Media store references sent after the text, in this order."""
     text_ref: BlobReference | None = None
     """The runtime store blob holding the whole text of a long message."""
+
+    @property
+    def prompt(self) -> UserPrompt:
+        """The message as the session queues it."""
+        return UserPrompt(
+            text=self.text, text_ref=self.text_ref, images=tuple(self.images)
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,6 +95,34 @@ class RunModelInput:
     first_seq: int = 0
     """The session event sequence number before `session_events`."""
 
+    @classmethod
+    def for_step(
+        cls,
+        step: RunModelStep,
+        *,
+        session_id: str,
+        events: list[AgentEvent],
+        first_seq: int,
+    ) -> RunModelInput:
+        """The input of a RunModel Step; the events not written yet go with it."""
+        resume = None
+        if step.resume is not None:
+            resume = ResumeInput(
+                run_state=step.resume.run_state,
+                partial_segment_id=step.resume.partial_segment_id,
+                records=list(step.resume.records),
+            )
+        return cls(
+            session_id=session_id,
+            turn_id=step.turn_id,
+            step_execution_id=step.step_execution_id,
+            transcript_head=step.transcript_head,
+            pending=list(step.pending),
+            resume=resume,
+            session_events=events,
+            first_seq=first_seq,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class RunModelOutput:
@@ -185,6 +136,23 @@ class RunModelOutput:
     usage: Usage = field(default_factory=Usage)
     metadata: ModelCallMetadata = field(default_factory=ModelCallMetadata)
 
+    def applied_to(self, state: SessionState) -> Transition:
+        """What the segment's end does to the turn: it ends, or goes to its calls."""
+        if self.kind == "turn_completed":
+            return model_answered(
+                state,
+                segment_id=self.segment_id,
+                final_text=self.final_text,
+                usage=self.usage,
+            )
+        return calls_requested(
+            state,
+            segment_id=self.segment_id,
+            calls=self.calls,
+            run_state=self.run_state,
+            usage=self.usage,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class CallToolInput:
@@ -194,6 +162,16 @@ class CallToolInput:
     turn_id: str
     step_execution_id: str
     call: ToolCall
+
+    @classmethod
+    def for_step(cls, step: CallToolStep, *, session_id: str) -> CallToolInput:
+        """The input of a tool Step."""
+        return cls(
+            session_id=session_id,
+            turn_id=step.turn_id,
+            step_execution_id=step.step_execution_id,
+            call=step.call,
+        )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -211,6 +189,18 @@ class CallToolOutput:
     attempt: int = 0
     """The attempt that produced it (0 in results recorded before it was sent)."""
 
+    def recorded_in(self, state: SessionState, *, attempts: int) -> Transition:
+        """The call's record from this result (`attempts` is 0 before the patch that counts them)."""
+        return record_outcome(
+            state,
+            output=self.output,
+            is_error=self.is_error,
+            output_ref=self.output_ref,
+            finished_by_resumed_turn=self.finished_by_resumed_turn,
+            images=self.images,
+            attempts=attempts,
+        )
+
 
 @dataclass(frozen=True, kw_only=True)
 class PublishInput:
@@ -227,15 +217,6 @@ class PublishInput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FinishedTurn:
-    """One ended turn for the store's turn log."""
-
-    number: int
-    summary: JsonObject
-    """The `TurnSummary` as JSON."""
-
-
-@dataclass(frozen=True, kw_only=True)
 class EngineInfo:
     """How the engine runs a session's workflow (the `engine_info` Query)."""
 
@@ -243,3 +224,25 @@ class EngineInfo:
     """Whether the workflow code runs in Temporal's sandbox."""
     runs: int
     """Runs of the session so far: 1 plus each continue-as-new."""
+
+
+__all__ = [
+    "ActiveTurn",
+    "CallToolInput",
+    "CallToolOutput",
+    "EngineInfo",
+    "FinishedTurn",
+    "Interrupt",
+    "PublishInput",
+    "ResolveInterruptInput",
+    "ResumeInput",
+    "RunModelInput",
+    "RunModelOutput",
+    "SessionInput",
+    "SessionState",
+    "SessionStatus",
+    "TurnPhase",
+    "TurnStatus",
+    "TurnSummary",
+    "UserMessageInput",
+]

@@ -1,24 +1,31 @@
-"""The session snapshot: what `get_agent_snapshot` returns and the store projects."""
+"""The session snapshot: what `get_agent_snapshot` returns and the store projects.
+
+The summary helpers (`clip`, `turn_number`, `turn_summary`) and the status
+live with the state in `dex_agents.session`, whose turn machine needs them;
+they are re-exported here for the engine's other modules.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter
 
-from ..session import StoredMessage, ToolRecord, Usage, UserPrompt, preview
-from ._models import (
-    ActiveTurn,
-    FinishedTurn,
+from ..session import (
+    AgentEvent,
     Interrupt,
     SessionState,
     SessionStatus,
-    TurnStatus,
+    StoredMessage,
     TurnSummary,
+    Usage,
+    UserPrompt,
+    clip,
+    session_status,
+    turn_number,
+    turn_summary,
 )
-
-SUMMARY_TEXT_LIMIT = 1000
-"""Characters of a turn's answer or tool output kept in its summary (state, snapshot)."""
+from ._models import PublishInput
 
 
 @dataclass(kw_only=True)
@@ -56,15 +63,6 @@ snapshot_json: TypeAdapter[AgentSnapshot] = TypeAdapter(AgentSnapshot)
 turn_json: TypeAdapter[TurnSummary] = TypeAdapter(TurnSummary)
 
 
-def session_status(state: SessionState) -> SessionStatus:
-    """The status a snapshot reports for `state`."""
-    if state.active is None:
-        return "running" if state.inbox else "idle"
-    if state.active.phase == "await_approval":
-        return "waiting_for_approval"
-    return "running"
-
-
 def snapshot_of(state: SessionState, flow_type: str, updated_at: str) -> AgentSnapshot:
     """Project the workflow state; pure, so it runs in workflow code."""
     return AgentSnapshot(
@@ -84,73 +82,41 @@ def snapshot_of(state: SessionState, flow_type: str, updated_at: str) -> AgentSn
     )
 
 
-def turn_number(turn_id: str) -> int:
-    """The number in a turn ID (`turn-7` → 7)."""
-    return int(turn_id.rpartition("-")[2])
+def publication(
+    state: SessionState,
+    flow_type: str,
+    *,
+    updated_at: str,
+    events: list[AgentEvent],
+    first_seq: int,
+) -> PublishInput:
+    """What a publish writes: the snapshot, the events and the turns not in the log yet.
 
-
-def clip(text: str | None) -> str:
-    """`text` cut to `SUMMARY_TEXT_LIMIT` characters for a summary."""
-    text = text or ""
-    if len(text) <= SUMMARY_TEXT_LIMIT:
-        return text
-    return text[: SUMMARY_TEXT_LIMIT - 1] + "…"
-
-
-def clipped_record(record: ToolRecord) -> ToolRecord:
-    """A record as a summary keeps it: the output clipped (the transcript has it whole)."""
-    return replace(record, output=clip(record.output)) if record.output else record
-
-
-def turn_summary(active: ActiveTurn, status: TurnStatus | None) -> TurnSummary:
-    """The summary of the active turn; `status` None derives it from the phase."""
-    if status is None:
-        status = (
-            "waiting_for_approval" if active.phase == "await_approval" else "running"
-        )
-    return TurnSummary(
-        turn_id=active.turn_id,
-        status=status,
-        prompts=list(active.prompts),
-        tool_calls=[clipped_record(r) for r in active.turn_records],
-        usage=active.usage,
+    The events belong to the active turn, or to the latest one once it ended.
+    """
+    if state.active is not None:
+        turn_id = state.active.turn_id
+    else:
+        turn_id = f"turn-{state.turn_counter}" if state.turn_counter else ""
+    snapshot = snapshot_of(state, flow_type, updated_at)
+    return PublishInput(
+        session_id=state.session_id,
+        snapshot=snapshot_json.dump_python(snapshot, mode="json"),
+        events=events,
+        turn_id=turn_id,
+        first_seq=first_seq,
+        finished=list(state.unpublished),
     )
 
 
-def migrate_carried_state(state: SessionState) -> None:
-    """Bring a state carried by an earlier release to this one's bounds, in place.
-
-    0.1.x kept every turn's summary in `turns` and every interrupt ever made:
-    the finished turns move to `unpublished` (the next publish writes them to
-    the store's turn log), the active turn's summary moves into `ActiveTurn`,
-    and interrupts of finished turns leave. Pure, so it runs in workflow code.
-    """
-    if state.turns:
-        dump = turn_json.dump_python
-        last = state.turns[-1]
-        finished = state.turns
-        if state.active is not None and last.turn_id == state.active.turn_id:
-            finished = state.turns[:-1]
-            state.active.prompts = [preview(p) for p in last.prompts]
-            state.active.usage = last.usage
-        state.unpublished.extend(
-            FinishedTurn(
-                number=turn_number(t.turn_id),
-                summary=dump(
-                    replace(
-                        t,
-                        prompts=[preview(p) for p in t.prompts],
-                        tool_calls=[clipped_record(r) for r in t.tool_calls],
-                    ),
-                    mode="json",
-                ),
-            )
-            for t in finished
-        )
-        state.turns = []
-    active_turn = state.active.turn_id if state.active is not None else None
-    for interrupt_id, interrupt in list(state.interrupts.items()):
-        if interrupt.turn_id != active_turn:
-            del state.interrupts[interrupt_id]
-            state.resolved_interrupts.append(interrupt_id)
-    state.resolved_interrupts = state.resolved_interrupts[-200:]
+__all__ = [
+    "AgentSnapshot",
+    "clip",
+    "publication",
+    "session_status",
+    "snapshot_json",
+    "snapshot_of",
+    "turn_json",
+    "turn_number",
+    "turn_summary",
+]

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
-from typing import Any, ClassVar, cast
+from datetime import timedelta
+from typing import Any, ClassVar, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
@@ -28,47 +28,21 @@ from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.exceptions import TimeoutError as StepTimeoutError
 
 with workflow.unsafe.imports_passed_through():
-    from ..session import (
-        INLINE_TEXT_LIMIT,
-        MAX_QUEUED_MESSAGES,
-        AgentEvent,
-        AgentEventType,
-        AgentSessionOptions,
-        JsonObject,
-        ToolRecord,
-        UserPrompt,
-        failure_note,
-        preview,
-    )
+    from .. import session
+    from ..session import AgentSessionOptions
     from . import _registry
     from ._models import (
         ActiveTurn,
         CallToolInput,
         CallToolOutput,
         EngineInfo,
-        FinishedTurn,
-        Interrupt,
-        PublishInput,
         ResolveInterruptInput,
-        ResumeInput,
         RunModelInput,
         RunModelOutput,
         SessionInput,
-        SessionState,
-        TurnStatus,
         UserMessageInput,
     )
-    from ._snapshot import (
-        AgentSnapshot,
-        clip,
-        migrate_carried_state,
-        session_status,
-        snapshot_json,
-        snapshot_of,
-        turn_json,
-        turn_number,
-        turn_summary,
-    )
+    from ._snapshot import AgentSnapshot, publication, snapshot_of
 
 UNKNOWN_INTERRUPT = "UnknownInterrupt"
 INVALID_MESSAGE = "InvalidUserMessage"
@@ -76,8 +50,14 @@ QUEUE_FULL = "MessageQueueFull"
 TOO_LARGE = "MessageTooLargeError"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
 
-_KEEP_IDS = 500
-_KEEP_INTERRUPT_IDS = 200
+_Result = TypeVar("_Result")
+
+_ERROR_TYPES: dict[session.RefusalReason, str] = {
+    "invalid_message": INVALID_MESSAGE,
+    "queue_full": QUEUE_FULL,
+    "unknown_interrupt": UNKNOWN_INTERRUPT,
+}
+"""The failure type clients match on for each refusal of a validator."""
 
 # Patches, one per change to workflow logic since the first release (0.1.0).
 _PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
@@ -107,7 +87,14 @@ class ActivityNames:
 
 
 class AgentSessionWorkflow:
-    """Base of every flow's workflow class; `create_agent_session_flow` subclasses it."""
+    """Base of every flow's workflow class; `create_agent_session_flow` subclasses it.
+
+    It interprets the turn machine of `dex_agents.session`: the machine's pure
+    functions decide every change of state, and this class runs the Steps
+    they ask for (activities, waits, publishes, continue-as-new), answers the
+    RPCs and supplies what the machine may not make itself: the time
+    (`workflow.now()`), new IDs (`workflow.uuid4()`) and patch answers.
+    """
 
     flow_type: ClassVar[str]
     options: ClassVar[AgentSessionOptions]
@@ -116,12 +103,11 @@ class AgentSessionWorkflow:
     """Whether the runner has `build_user_message_with_images`, fixed at flow creation."""
 
     def _setup(self, input: SessionInput) -> None:
-        info = workflow.info()
-        self.state = input.state or SessionState(session_id=info.workflow_id)
-        if input.state is not None:
-            self.state.runs += 1
-            migrate_carried_state(self.state)
-        self._events: list[AgentEvent] = []
+        self.state = session.starting_state(
+            input.state, session_id=workflow.info().workflow_id
+        )
+        self._events: list[session.AgentEvent] = []
+        """Events not written yet: they go with the next RunModel Step or publish."""
 
     # ----- RPCs ---------------------------------------------------------------
 
@@ -132,77 +118,38 @@ class AgentSessionWorkflow:
         Returns False, and queues nothing, for a message with images when the
         runner cannot send images.
         """
-        if input.images and not type(self).supports_images:
-            return False
-        if self._seen_update():
-            return True  # a retry across continue-as-new: already queued
-        self.state.pending.append(
-            UserPrompt(
-                text=input.text, text_ref=input.text_ref, images=tuple(input.images)
+        return self._answer(
+            session.queue_message(
+                self.state,
+                input.prompt,
+                update_id=_update_id(),
+                images_supported=self.supports_images,
             )
         )
-        self.state.inbox += 1
-        self.state.version += 1
-        return True
 
     @send_user_message.validator
     def _validate_user_message(self, input: UserMessageInput) -> None:
-        # A message of images alone may have empty text; a validator does no I/O,
-        # so whether the runner takes images is decided in the handler.
-        if not isinstance(input.text, str) or (  # pyright: ignore[reportUnnecessaryIsInstance]
-            not input.text.strip() and not input.images and input.text_ref is None
-        ):
-            raise ApplicationError(
-                f"user message text must be a non-empty string, got {input.text!r}",
-                type=INVALID_MESSAGE,
-                non_retryable=True,
-            )
-        if input.text_ref is None and len(input.text.encode()) > INLINE_TEXT_LIMIT:
-            raise ApplicationError(
-                f"a user message of {len(input.text.encode())} bytes must travel by "
-                f"reference (more than {INLINE_TEXT_LIMIT} bytes inline); send it with "
-                "`dex_agents.send_user_message` or `SessionClient`, which store it first",
-                type=INVALID_MESSAGE,
-                non_retryable=True,
-            )
-        queued = sum(i.kind == "user_prompt" for i in self.state.pending)
-        if queued >= MAX_QUEUED_MESSAGES:
-            raise ApplicationError(
-                f"session {self.state.session_id!r} already has {queued} messages "
-                "waiting for a turn (the most it queues); wait until it answers "
-                "(`wait_for_idle`) and send this message again",
-                type=QUEUE_FULL,
-                non_retryable=True,
-            )
+        # A validator does no I/O, so whether the runner takes images is
+        # decided in the handler.
+        _refuse(session.check_message(self.state, input.prompt))
 
     @workflow.update
     async def resolve_interrupt(self, input: ResolveInterruptInput) -> bool:
         """Approve or reject a pending call; a repeat returns False and changes nothing."""
-        interrupt = self.state.interrupts.get(input.interrupt_id)
-        if interrupt is None or interrupt.resolved:
-            # A client retry across continue-as-new is the same request: it succeeded.
-            return self._already_applied()
-        self._seen_update()
-        interrupt.resolved = True
-        interrupt.approved = input.approved
-        interrupt.rejection_message = input.rejection_message
-        self.state.version += 1
-        return True
+        return self._answer(
+            session.apply_resolution(
+                self.state,
+                interrupt_id=input.interrupt_id,
+                approved=input.approved,
+                rejection_message=input.rejection_message,
+                update_id=_update_id(),
+            )
+        )
 
     @resolve_interrupt.validator
     def _validate_resolve(self, input: ResolveInterruptInput) -> None:
         # A validator rejection writes no history: an unknown ID changes nothing.
-        if (
-            input.interrupt_id not in self.state.interrupts
-            and input.interrupt_id not in self.state.resolved_interrupts
-        ):
-            pending = [i for i, v in self.state.interrupts.items() if not v.resolved]
-            raise ApplicationError(
-                f"session {self.state.session_id!r} has no interrupt "
-                f"{input.interrupt_id!r}; pending interrupts: {pending}",
-                type=UNKNOWN_INTERRUPT,
-                non_retryable=True,
-            )
+        _refuse(session.check_resolution(self.state, input.interrupt_id))
 
     @workflow.update
     async def wait_for_idle(self) -> int:
@@ -211,7 +158,9 @@ class AgentSessionWorkflow:
         It returns a number, not the snapshot: Update results stay in history,
         and a snapshot grows with the session. Callers query the snapshot after.
         """
-        await workflow.wait_condition(lambda: session_status(self.state) != "running")
+        await workflow.wait_condition(
+            lambda: session.session_status(self.state) != "running"
+        )
         return self.state.version
 
     @workflow.update
@@ -221,7 +170,9 @@ class AgentSessionWorkflow:
         Clients query first and call this only while a turn runs, so waiting on
         an idle session writes no history.
         """
-        await workflow.wait_condition(lambda: session_status(self.state) != "running")
+        await workflow.wait_condition(
+            lambda: session.session_status(self.state) != "running"
+        )
         return self._snapshot()
 
     @workflow.update
@@ -243,19 +194,9 @@ class AgentSessionWorkflow:
         """Whether this code runs sandboxed, and which run of the session it is."""
         return EngineInfo(sandboxed=workflow.unsafe.in_sandbox(), runs=self.state.runs)
 
-    def _seen_update(self) -> bool:
-        """Remember the running Update's ID; True if it was applied before."""
-        info = workflow.current_update_info()
-        if info is None:
-            return False
-        if info.id in self.state.update_ids:
-            return True
-        self.state.update_ids = [*self.state.update_ids[-(_KEEP_IDS - 1) :], info.id]
-        return False
-
-    def _already_applied(self) -> bool:
-        info = workflow.current_update_info()
-        return info is not None and info.id in self.state.update_ids
+    def _answer(self, outcome: session.UpdateOutcome) -> bool:
+        self.state = outcome.state
+        return outcome.answer
 
     # ----- main loop ----------------------------------------------------------
 
@@ -264,13 +205,9 @@ class AgentSessionWorkflow:
             await self._publish()  # turns a 0.1.x state carried, or a failed publish's
         while True:
             await workflow.wait_condition(
-                lambda: (
-                    self.state.active is not None
-                    or self.state.inbox > 0
-                    or self._continue_as_new_needed()
-                )
+                lambda: session.has_work(self.state) or self._continue_as_new_needed()
             )
-            if self.state.active is None and self.state.inbox == 0:
+            if not session.has_work(self.state):
                 await self._continue_as_new()
             if self.state.active is None:
                 self._start_turn()
@@ -278,371 +215,171 @@ class AgentSessionWorkflow:
                     await self._publish()
             await self._drive()
 
-    async def _drive(self) -> None:
-        while (active := self.state.active) is not None:
-            match active.phase:
-                case "run_model" | "resume":
-                    await self._run_model(active)
-                case "tool":
-                    await self._next_call(active)
-                case "await_approval":
-                    await self._await_approval(active)
-                case "execute":
-                    await self._execute(active)
-
     def _start_turn(self) -> None:
-        self.state.turn_counter += 1
-        turn_id = f"turn-{self.state.turn_counter}"
-        new_items = self.state.pending[len(self.state.pending) - self.state.inbox :]
-        self.state.active = ActiveTurn(
-            turn_id=turn_id,
-            pending_count=len(self.state.pending),
-            prompts=[i.preview for i in new_items if i.kind == "user_prompt"],
-        )
-        self.state.inbox = 0
-        self._emit("turn_started", {"turn_id": turn_id})
+        self._apply(session.start_turn(self.state))
 
-    # ----- phases -------------------------------------------------------------
+    async def _drive(self) -> None:
+        """Follow the turn machine until the active turn ends."""
+        while self.state.active is not None:
+            await self._follow(
+                session.advance(self.state, self.options, now=workflow.now())
+            )
+
+    def _apply(self, transition: session.Transition) -> session.Step | None:
+        """Take a transition's state and events in; return the Step it asks for."""
+        self.state = transition.state
+        self._events.extend(transition.events)
+        return transition.step
+
+    async def _follow(self, transition: session.Transition) -> None:
+        """Take `transition` in and run the Step it asks for (and what that leads to)."""
+        match self._apply(transition):
+            case None:
+                pass
+            case session.RunModelStep():
+                assert self.state.active is not None
+                await self._run_model(self.state.active)
+            case session.CallToolStep() as step:
+                await self._execute(step)
+            case session.OpenInterruptStep():
+                interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
+                await self._follow(
+                    session.open_interrupt(
+                        self.state,
+                        self.options,
+                        interrupt_id=interrupt_id,
+                        now=workflow.now(),
+                    )
+                )
+            case session.AwaitApprovalStep() as step:
+                await self._await_approval(step)
+            case session.PublishStep():
+                await self._publish()
+            case session.ContinueAsNewStep():
+                await self._continue_as_new()
+
+    # ----- Steps --------------------------------------------------------------
 
     async def _run_model(self, active: ActiveTurn) -> None:
-        opts = type(self).options
-        if (
-            opts.spend_limit is not None
-            and self.state.usage.cost_usd >= opts.spend_limit
-        ):
-            await self._fail_turn(
-                active,
-                f"spend limit reached: {self.state.usage.cost_usd:.4f} USD of "
-                f"{opts.spend_limit:.4f} USD; raise `spend_limit` to continue",
-            )
-            return
-        active.segment += 1
-        resume = None
-        if active.phase == "resume":
-            resume = ResumeInput(
-                run_state=active.run_state,
-                partial_segment_id=active.partial_segment_id,
-                records=list(active.records),
-            )
+        """Run the model segment `active` is at (`session.model_step`) and take its result in."""
+        opts = self.options
+        step = session.model_step(self.state)
         # Events not published yet (the turn's start) go with the Step: no extra round trip.
-        events, self._events = self._events, []
-        first_seq = self.state.event_seq
-        self.state.event_seq += len(events)
+        events, first_seq = self._take_events()
+        input = RunModelInput.for_step(
+            step, session_id=self.state.session_id, events=events, first_seq=first_seq
+        )
         try:
-            out = await workflow.execute_activity(
-                type(self).names.run_model,
-                RunModelInput(
-                    session_id=self.state.session_id,
-                    turn_id=active.turn_id,
-                    step_execution_id=f"{active.turn_id}/run_model/{active.segment}",
-                    transcript_head=self.state.transcript_head,
-                    pending=self.state.pending[: active.pending_count],
-                    resume=resume,
-                    session_events=events,
-                    first_seq=first_seq,
-                ),
-                result_type=RunModelOutput,
-                activity_id=f"{active.turn_id}/run_model/{active.segment}",
-                start_to_close_timeout=opts.run_model_limit,
-                heartbeat_timeout=opts.heartbeat_timeout,
-                retry_policy=RetryPolicy(
-                    initial_interval=opts.retry_interval,
-                    maximum_attempts=opts.run_model_attempts,
-                    non_retryable_error_types=NON_RETRYABLE_ERRORS,
-                ),
+            out = await self._step(
+                self.names.run_model,
+                input,
+                RunModelOutput,
+                step_id=step.step_execution_id,
+                timeout=opts.run_model_limit,
+                attempts=opts.run_model_attempts,
             )
         except ActivityError as err:
-            reason = _failure_text(err)
-            if isinstance(err.cause, StepTimeoutError):
-                reason = (
-                    f"the model segment exceeded `run_model_limit` ({opts.run_model_limit}) "
-                    f"or stopped heartbeating ({reason}); raise the limit in the session options"
-                )
             cause = err.cause
-            too_large = isinstance(cause, ApplicationError) and cause.type == TOO_LARGE
-            await self._fail_turn(active, reason, drop_prompts=too_large)
-            return
-        self.state.usage = self.state.usage + out.usage
-        active.usage = active.usage + out.usage
-        if out.kind == "turn_completed":
-            self.state.transcript_head = out.segment_id
-            del self.state.pending[: active.pending_count]
-            self._end_turn(active, "completed", final_text=out.final_text)
-            self._emit("turn_completed", {"turn_id": active.turn_id})
-            await self._publish()
-            return
-        if not out.calls:
-            await self._fail_turn(
-                active, "the runner requested tool calls but named none"
+            failed = session.model_failed(
+                self.state,
+                opts,
+                error=_failure_text(err),
+                timed_out=isinstance(cause, StepTimeoutError),
+                too_large=isinstance(cause, ApplicationError)
+                and cause.type == TOO_LARGE,
             )
+            await self._follow(failed)
             return
-        active.run_state = out.run_state
-        active.partial_segment_id = out.segment_id
-        active.calls = list(out.calls)
-        active.call_index = 0
-        active.records = []
-        active.phase = "tool"
+        await self._follow(out.applied_to(self.state))
 
-    async def _next_call(self, active: ActiveTurn) -> None:
-        if active.call_index >= len(active.calls):
-            active.phase = "resume"
-            return
-        call = active.calls[active.call_index]
-        if any(r.status in ("rejected", "outcome_unknown") for r in active.records):
-            self._record(
-                active,
-                ToolRecord(
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    arguments=call.arguments,
-                    status="skipped",
-                ),
+    async def _execute(self, step: session.CallToolStep) -> None:
+        """Run the current call in its tool Step and record what came of it."""
+        single = step.tool_step == "call_single_attempt_tool"
+        try:
+            out = await self._step(
+                self.names.call_single_attempt_tool if single else self.names.call_tool,
+                CallToolInput.for_step(step, session_id=self.state.session_id),
+                CallToolOutput,
+                step_id=step.step_execution_id,
+                timeout=step.timeout,
+                attempts=step.attempts,
             )
-            return
-        if not call.policy.needs_approval:
-            active.phase = "execute"
-            return
-        now = workflow.now()
-        deadline = type(self).options.interrupt_deadline
-        interrupt = Interrupt(
-            interrupt_id=f"intr_{workflow.uuid4().hex[:16]}",
-            turn_id=active.turn_id,
-            tool_call_id=call.tool_call_id,
-            tool_name=call.tool_name,
-            arguments=call.arguments,
-            effect=call.policy.effect,
-            reason=call.reason or f"{call.tool_name} is {call.policy.effect}",
-            created_at=now.isoformat(),
-            deadline=(now + deadline).isoformat() if deadline is not None else None,
-        )
-        self.state.interrupts[interrupt.interrupt_id] = interrupt
-        active.interrupt_id = interrupt.interrupt_id
-        active.phase = "await_approval"
-        self._emit(
-            "interrupt_created",
-            {
-                "interrupt_id": interrupt.interrupt_id,
-                "tool_call_id": call.tool_call_id,
-                "tool_name": call.tool_name,
-                "arguments": call.arguments,
-                "effect": call.policy.effect,
-            },
-        )
-        await self._publish()
+            counted = workflow.patched(_PATCH_RECORD_ATTEMPTS)
+            recorded = out.recorded_in(
+                self.state, attempts=out.attempt if counted else 0
+            )
+        except ActivityError as err:
+            counted = workflow.patched(_PATCH_RECORD_ATTEMPTS)
+            attempts = _failed_attempts(err, step.attempts) if counted else 0
+            recorded = session.record_unknown_outcome(
+                self.state, error=_failure_text(err), attempts=attempts
+            )
+        await self._follow(recorded)
 
-    async def _await_approval(self, active: ActiveTurn) -> None:
-        assert active.interrupt_id is not None
-        interrupt = self.state.interrupts[active.interrupt_id]
-        timeout: timedelta | None = None
-        if interrupt.deadline is not None:
-            timeout = max(
-                datetime.fromisoformat(interrupt.deadline) - workflow.now(),
-                timedelta(0),
-            )
+    async def _step(
+        self,
+        name: str,
+        input: object,
+        result_type: type[_Result],
+        *,
+        step_id: str,
+        timeout: timedelta,
+        attempts: int,
+    ) -> _Result:
+        """Run one activity Step: its ID is the same on every attempt."""
+        opts = self.options
+        return await workflow.execute_activity(
+            name,
+            input,
+            result_type=result_type,
+            activity_id=step_id,
+            start_to_close_timeout=timeout,
+            heartbeat_timeout=opts.heartbeat_timeout,
+            retry_policy=RetryPolicy(
+                initial_interval=opts.retry_interval,
+                maximum_attempts=attempts,
+                non_retryable_error_types=NON_RETRYABLE_ERRORS,
+            ),
+        )
+
+    async def _await_approval(self, step: session.AwaitApprovalStep) -> None:
+        """Wait for a person, the deadline or continue-as-new; the machine settles it."""
+        timed_out = False
         try:
             await workflow.wait_condition(
-                lambda: interrupt.resolved or self._continue_as_new_needed(),
-                timeout=timeout,
+                lambda: (
+                    session.approval_settled(self.state, step.interrupt_id)
+                    or self._continue_as_new_needed()
+                ),
+                timeout=step.timeout,
             )
         except TimeoutError:
-            interrupt.resolved = True
-            interrupt.approved = False
-            interrupt.rejection_message = "no approval arrived before the deadline"
-        if not interrupt.resolved:
-            await self._continue_as_new()
-        call = active.calls[active.call_index]
-        self._emit(
-            "interrupt_resolved",
-            {
-                "interrupt_id": interrupt.interrupt_id,
-                "approved": bool(interrupt.approved),
-                "rejection_message": interrupt.rejection_message,
-            },
-        )
-        if interrupt.approved:
-            active.phase = "execute"
-        else:
-            self._record(
-                active,
-                ToolRecord(
-                    tool_call_id=call.tool_call_id,
-                    tool_name=call.tool_name,
-                    arguments=call.arguments,
-                    status="rejected",
-                    rejection_message=interrupt.rejection_message or "",
-                ),
-            )
-        await self._publish()
-
-    async def _execute(self, active: ActiveTurn) -> None:
-        opts = type(self).options
-        call = active.calls[active.call_index]
-        step = call.policy.step
-        attempts = opts.tool_attempts if step == "call_tool" else 1
-        if step == "call_tool" and call.step_attempts is not None:
-            # A tool source sets its own retry policy (a connector operation's).
-            attempts = call.step_attempts
-        limit = (
-            opts.tool_limit
-            if call.step_timeout_seconds is None
-            else timedelta(seconds=call.step_timeout_seconds)
-        )
-        name = (
-            type(self).names.call_tool
-            if step == "call_tool"
-            else type(self).names.call_single_attempt_tool
-        )
-        step_id = f"{active.turn_id}/{step}/{call.tool_call_id}"
-        try:
-            out = await workflow.execute_activity(
-                name,
-                CallToolInput(
-                    session_id=self.state.session_id,
-                    turn_id=active.turn_id,
-                    step_execution_id=step_id,
-                    call=call,
-                ),
-                result_type=CallToolOutput,
-                activity_id=step_id,
-                start_to_close_timeout=limit,
-                heartbeat_timeout=opts.heartbeat_timeout,
-                retry_policy=RetryPolicy(
-                    initial_interval=opts.retry_interval,
-                    maximum_attempts=attempts,
-                    non_retryable_error_types=NON_RETRYABLE_ERRORS,
-                ),
-            )
-            record = ToolRecord(
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                arguments=call.arguments,
-                status="failed" if out.is_error else "finished",
-                output=out.output,
-                output_ref=out.output_ref,
-                finished_by_resumed_turn=out.finished_by_resumed_turn,
-                images=tuple(out.images),
-            )
-            if workflow.patched(_PATCH_RECORD_ATTEMPTS):
-                record = replace(record, attempts=out.attempt)
-        except ActivityError as err:
-            record = ToolRecord(
-                tool_call_id=call.tool_call_id,
-                tool_name=call.tool_name,
-                arguments=call.arguments,
-                status="outcome_unknown",
-                output=_failure_text(err),
-            )
-            if workflow.patched(_PATCH_RECORD_ATTEMPTS):
-                record = replace(record, attempts=_failed_attempts(err, attempts))
-        self._record(active, record)
-
-    async def _fail_turn(
-        self, active: ActiveTurn, reason: str, *, drop_prompts: bool = False
-    ) -> None:
-        """End the turn failed; its items stay pending with a note for the next turn.
-
-        `drop_prompts`: the model refused them as too large, so sending them
-        again would fail every later turn; they leave, and the note says so.
-        """
-        note = failure_note(active.turn_id, reason, active.turn_records)
-        count = active.pending_count
-        if drop_prompts:
-            sent = self.state.pending[:count]
-            dropped = [i for i in sent if i.kind == "user_prompt"]
-            kept = [i for i in sent if i.kind != "user_prompt"]
-            self.state.pending[:count] = kept
-            count = len(kept)
-            note = replace(
-                note,
-                text=note.text
-                + f"\nIts {len(dropped)} user message(s) were too large for the model "
-                "and were not kept: "
-                + "; ".join(repr(preview(p.text, 80)) for p in dropped),
-            )
-        self.state.pending.insert(count, note)
-        self._end_turn(active, "failed", error=reason)
-        self._emit("turn_failed", {"turn_id": active.turn_id, "error": reason})
-        await self._publish()
-
-    # ----- helpers ------------------------------------------------------------
-
-    def _record(self, active: ActiveTurn, record: ToolRecord) -> None:
-        active.records.append(record)
-        active.turn_records.append(record)
-        active.call_index += 1
-        active.interrupt_id = None
-        active.phase = "tool"
-
-    def _end_turn(
-        self,
-        active: ActiveTurn,
-        status: TurnStatus,
-        *,
-        final_text: str = "",
-        error: str | None = None,
-    ) -> None:
-        """Close the active turn: its summary goes to the store's turn log, once.
-
-        Its interrupts (all resolved by now) leave the state; their IDs stay in
-        a window so a late repeat of `resolve_interrupt` still answers False.
-        """
-        summary = turn_summary(active, status)
-        summary.final_text = clip(final_text)
-        summary.error = error
-        self.state.unpublished.append(
-            FinishedTurn(
-                number=turn_number(active.turn_id),
-                summary=turn_json.dump_python(summary, mode="json"),
-            )
-        )
-        done = [
-            i for i, v in self.state.interrupts.items() if v.turn_id == active.turn_id
-        ]
-        for interrupt_id in done:
-            del self.state.interrupts[interrupt_id]
-        self.state.resolved_interrupts = [
-            *self.state.resolved_interrupts,
-            *done,
-        ][-_KEEP_INTERRUPT_IDS:]
-        self.state.active = None
-
-    def _snapshot(self) -> AgentSnapshot:
-        return snapshot_of(self.state, type(self).flow_type, "")
-
-    def _emit(self, type_: AgentEventType, data: JsonObject) -> None:
-        self._events.append(AgentEvent(type=type_, data=data))
+            timed_out = True
+        await self._follow(session.settle_approval(self.state, timed_out=timed_out))
 
     async def _publish(self) -> None:
         """Project the snapshot and write the session's events to the runtime store."""
-        self.state.version += 1
-        events, self._events = self._events, []
-        first_seq = self.state.event_seq
-        self.state.event_seq += len(events)
-        snapshot = snapshot_of(
-            self.state, type(self).flow_type, workflow.now().isoformat()
+        self.state = replace(self.state, version=self.state.version + 1)
+        events, first_seq = self._take_events()
+        now = workflow.now().isoformat()
+        publish = publication(
+            self.state,
+            self.flow_type,
+            updated_at=now,
+            events=events,
+            first_seq=first_seq,
         )
-        active = self.state.active
-        turn_id = (
-            active.turn_id
-            if active is not None
-            else (f"turn-{self.state.turn_counter}" if self.state.turn_counter else "")
-        )
-        finished = list(self.state.unpublished)
         try:
             await workflow.execute_local_activity(
-                type(self).names.publish,
-                PublishInput(
-                    session_id=self.state.session_id,
-                    snapshot=snapshot_json.dump_python(snapshot, mode="json"),
-                    events=events,
-                    turn_id=turn_id,
-                    first_seq=first_seq,
-                    finished=finished,
-                ),
+                self.names.publish,
+                publish,
                 start_to_close_timeout=timedelta(seconds=10),
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
-            del self.state.unpublished[: len(finished)]
+            published = len(publish.finished)
+            self.state = replace(
+                self.state, unpublished=self.state.unpublished[published:]
+            )
         except ActivityError:
             # The projection is a cache for clients; the workflow state stays the
             # truth, and unpublished turns go with the next publish.
@@ -650,9 +387,21 @@ class AgentSessionWorkflow:
                 "could not publish the snapshot of %s", self.state.session_id
             )
 
+    # ----- helpers ------------------------------------------------------------
+
+    def _take_events(self) -> tuple[list[session.AgentEvent], int]:
+        """The events not written yet, and the session's sequence number before them."""
+        events, self._events = self._events, []
+        first_seq = self.state.event_seq
+        self.state = replace(self.state, event_seq=first_seq + len(events))
+        return events, first_seq
+
+    def _snapshot(self) -> AgentSnapshot:
+        return snapshot_of(self.state, self.flow_type, "")
+
     def _continue_as_new_needed(self) -> bool:
         info = workflow.info()
-        limit = type(self).options.continue_as_new_after_events
+        limit = self.options.continue_as_new_after_events
         return info.is_continue_as_new_suggested() or (
             limit is not None and info.get_current_history_length() >= limit
         )
@@ -661,6 +410,20 @@ class AgentSessionWorkflow:
         # In-flight Updates must finish first, or their callers would see them lost.
         await workflow.wait_condition(workflow.all_handlers_finished)
         workflow.continue_as_new(SessionInput(state=self.state))
+
+
+def _update_id() -> str | None:
+    """The running Update's ID (None outside an Update)."""
+    info = workflow.current_update_info()
+    return info.id if info is not None else None
+
+
+def _refuse(refusal: session.Refusal | None) -> None:
+    """Raise a validator's refusal as the failure clients match on."""
+    if refusal is not None:
+        raise ApplicationError(
+            refusal.message, type=_ERROR_TYPES[refusal.reason], non_retryable=True
+        )
 
 
 def _failed_attempts(err: ActivityError, maximum: int) -> int:

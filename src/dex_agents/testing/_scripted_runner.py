@@ -236,7 +236,7 @@ class ScriptedRunner:
             return self._answer(context, text, inline)
         return ToolCallsRequested(
             calls=tuple(deferred),
-            run_state={"script": command},
+            run_state={"deferred": [c.tool_call_id for c in deferred]},
             messages=(
                 *inline,
                 StoredMessage(

@@ -1,0 +1,727 @@
+"""The turn machine: a session's turns as pure transitions over `SessionState`.
+
+A turn moves through phases kept in `ActiveTurn.phase`, so a session can
+continue as new in the middle of a turn (waiting for approval) and pick up
+exactly where it was:
+
+    run_model ─► tool ─► await_approval ─► execute ─► tool … ─► resume ─► (run_model again)
+        │                                                                    │
+        └──────────── turn_completed / failure note ◄────────────────────────┘
+
+Every function here takes plain data (the state, a Step's result, the time,
+a new ID) and returns plain data: a `Transition` holding the next state, the
+events to emit and the Step to run next. None does I/O, reads a clock or
+makes an ID, and none changes its arguments, so the session workflow runs them
+deterministically and tests run them without a server. The workflow is their
+interpreter: it asks `advance` for the next Step, runs it (an activity, a
+wait, a publish, continue-as-new) and hands the result to the function named
+in the Step's docstring, until the turn ends.
+
+The Update handlers' rules are here too: `check_message` and
+`check_resolution` are their validators, and `queue_message` and
+`apply_resolution` remember Update IDs in the state, because Temporal
+deduplicates an Update ID within one run only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Literal
+
+from ._blob import BlobReference, preview
+from ._events import AgentEvent, AgentEventType
+from ._json import JsonObject
+from ._media import ImageReference
+from ._options import AgentSessionOptions
+from ._pending import (
+    INLINE_TEXT_LIMIT,
+    MAX_QUEUED_MESSAGES,
+    PendingItem,
+    UserPrompt,
+    failure_note,
+)
+from ._policy import ToolStep
+from ._records import ToolCall, ToolRecord, ToolRecordStatus
+from ._state import (
+    KEEP_RESOLVED_INTERRUPTS,
+    ActiveTurn,
+    Interrupt,
+    SessionState,
+    TurnStatus,
+    clip,
+    finished_turn,
+    migrate_carried_state,
+    turn_summary,
+)
+from ._usage import Usage
+
+KEEP_UPDATE_IDS = 500
+"""IDs of the latest state-changing Updates kept to recognise a retry."""
+
+DEADLINE_PASSED = "no approval arrived before the deadline"
+"""The rejection message of an interrupt whose deadline passed."""
+
+
+# ----- Steps ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SegmentResume:
+    """What a resumed segment continues from: the runner's state and the calls' records."""
+
+    run_state: JsonObject
+    partial_segment_id: str | None
+    records: tuple[ToolRecord, ...]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunModelStep:
+    """Run the active turn's model segment; then `model_answered`, `calls_requested` or `model_failed`."""
+
+    turn_id: str
+    segment: int
+    """The segment's number in its turn, from 1."""
+    transcript_head: str | None
+    pending: tuple[PendingItem, ...]
+    """What the turn sends: its queued prompts and failure notes, oldest first."""
+    resume: SegmentResume | None = None
+    """Set when the segment continues after the turn's tool calls."""
+
+    @property
+    def step_execution_id(self) -> str:
+        """The Step's ID, the same on every attempt."""
+        return f"{self.turn_id}/run_model/{self.segment}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CallToolStep:
+    """Run the active turn's current call; then `record_outcome` or `record_unknown_outcome`."""
+
+    turn_id: str
+    call: ToolCall
+    tool_step: ToolStep
+    attempts: int
+    """Attempts of the Step: 1 unless `tool_step` is `call_tool`."""
+    timeout: timedelta
+    """Limit for one attempt."""
+
+    @property
+    def step_execution_id(self) -> str:
+        """The Step's ID, the same on every attempt."""
+        return f"{self.turn_id}/{self.tool_step}/{self.call.tool_call_id}"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class OpenInterruptStep:
+    """The current call waits for a person: name an interrupt, then `open_interrupt`."""
+
+    call: ToolCall
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AwaitApprovalStep:
+    """Wait for the interrupt's resolution, its deadline or continue-as-new; then `settle_approval`."""
+
+    interrupt_id: str
+    timeout: timedelta | None
+    """Time left before the deadline (zero once it passed); None waits without one."""
+
+
+@dataclass(frozen=True, slots=True)
+class PublishStep:
+    """Project the snapshot and write the events and ended turns to the runtime store."""
+
+
+@dataclass(frozen=True, slots=True)
+class ContinueAsNewStep:
+    """Hand the state to a new run of the session, once no Update is in flight."""
+
+
+Step = (
+    RunModelStep
+    | CallToolStep
+    | OpenInterruptStep
+    | AwaitApprovalStep
+    | PublishStep
+    | ContinueAsNewStep
+)
+"""What the interpreter runs for the machine: the only things it needs the world for."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Transition:
+    """One change of the session: the state after it, its events, and the Step it needs."""
+
+    state: SessionState
+    events: tuple[AgentEvent, ...] = ()
+    """Events to write with the next RunModel or publish, in order."""
+    step: Step | None = None
+    """The Step to run now; None: ask `advance`."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UpdateOutcome:
+    """What an Update handler did: the state after it, and its answer."""
+
+    state: SessionState
+    answer: bool
+
+
+RefusalReason = Literal["invalid_message", "queue_full", "unknown_interrupt"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Refusal:
+    """Why a validator refuses an Update (a refused Update writes no history)."""
+
+    reason: RefusalReason
+    message: str
+    """For the caller: names the value and says what to do instead."""
+
+
+# ----- a run of the session ---------------------------------------------------
+
+
+def starting_state(carried: SessionState | None, *, session_id: str) -> SessionState:
+    """The state a run starts from: a new session's, or the one continue-as-new carried.
+
+    A carried state counts one run more and is brought to this release's
+    bounds (`migrate_carried_state`), whichever release carried it.
+    """
+    if carried is None:
+        return SessionState(session_id=session_id)
+    return migrate_carried_state(replace(carried, runs=carried.runs + 1))
+
+
+def has_work(state: SessionState) -> bool:
+    """A turn is running, or queued messages wait for one."""
+    return state.active is not None or state.inbox > 0
+
+
+def start_turn(state: SessionState) -> Transition:
+    """A new turn that sends every pending item: the queued prompts and failure notes."""
+    counter = state.turn_counter + 1
+    turn_id = f"turn-{counter}"
+    arrived = state.pending[len(state.pending) - state.inbox :]
+    active = ActiveTurn(
+        turn_id=turn_id,
+        pending_count=len(state.pending),
+        prompts=[i.preview for i in arrived if isinstance(i, UserPrompt)],
+    )
+    return Transition(
+        state=replace(state, turn_counter=counter, active=active, inbox=0),
+        events=(_event("turn_started", {"turn_id": turn_id}),),
+    )
+
+
+def advance(
+    state: SessionState, options: AgentSessionOptions, *, now: datetime
+) -> Transition:
+    """Make every change that needs nothing from outside, then name the Step that does.
+
+    A spent budget fails the turn; a call after a rejected or unfinished one
+    of the same reply is skipped; a call without approval goes to execute;
+    the end of a batch resumes the model. With no active turn there is no Step.
+    """
+    while (active := state.active) is not None:
+        match active.phase:
+            case "run_model" | "resume":
+                spent, limit = state.usage.cost_usd, options.spend_limit
+                if limit is not None and spent >= limit:
+                    return _fail_turn(
+                        state,
+                        f"spend limit reached: {spent:.4f} USD of {limit:.4f} USD; "
+                        "raise `spend_limit` to continue",
+                    )
+                state = replace(
+                    state, active=replace(active, segment=active.segment + 1)
+                )
+                return Transition(state=state, step=model_step(state))
+            case "tool":
+                if active.call_index >= len(active.calls):
+                    state = replace(state, active=replace(active, phase="resume"))
+                    continue
+                call = active.calls[active.call_index]
+                if any(
+                    r.status in ("rejected", "outcome_unknown") for r in active.records
+                ):
+                    state = _record(state, _record_of(call, "skipped"))
+                elif call.policy.needs_approval:
+                    return Transition(state=state, step=OpenInterruptStep(call=call))
+                else:
+                    state = replace(state, active=replace(active, phase="execute"))
+            case "await_approval":
+                return Transition(state=state, step=_approval_step(state, now))
+            case "execute":
+                return Transition(state=state, step=_tool_step(active, options))
+    return Transition(state=state)
+
+
+# ----- the model phase --------------------------------------------------------
+
+
+def model_step(state: SessionState) -> RunModelStep:
+    """The RunModel Step of the segment the active turn is at."""
+    active = _active(state)
+    resume = None
+    if active.phase == "resume":
+        resume = SegmentResume(
+            run_state=active.run_state,
+            partial_segment_id=active.partial_segment_id,
+            records=tuple(active.records),
+        )
+    return RunModelStep(
+        turn_id=active.turn_id,
+        segment=active.segment,
+        transcript_head=state.transcript_head,
+        pending=tuple(state.pending[: active.pending_count]),
+        resume=resume,
+    )
+
+
+def model_answered(
+    state: SessionState, *, segment_id: str, final_text: str, usage: Usage
+) -> Transition:
+    """The segment ended the turn: its items leave `pending`, its summary goes to the log."""
+    state = _add_usage(state, usage)
+    count = _active(state).pending_count
+    state = replace(state, transcript_head=segment_id, pending=state.pending[count:])
+    turn_id = _active(state).turn_id
+    return Transition(
+        state=_end_turn(state, "completed", final_text=final_text),
+        events=(_event("turn_completed", {"turn_id": turn_id}),),
+        step=PublishStep(),
+    )
+
+
+def calls_requested(
+    state: SessionState,
+    *,
+    segment_id: str,
+    calls: Sequence[ToolCall],
+    run_state: JsonObject,
+    usage: Usage,
+) -> Transition:
+    """The segment stopped at tool calls: the turn goes through them in order."""
+    state = _add_usage(state, usage)
+    if not calls:
+        return _fail_turn(state, "the runner requested tool calls but named none")
+    active = replace(
+        _active(state),
+        run_state=run_state,
+        partial_segment_id=segment_id,
+        calls=list(calls),
+        call_index=0,
+        records=[],
+        phase="tool",
+    )
+    return Transition(state=replace(state, active=active))
+
+
+def model_failed(
+    state: SessionState,
+    options: AgentSessionOptions,
+    *,
+    error: str,
+    timed_out: bool = False,
+    too_large: bool = False,
+) -> Transition:
+    """The segment failed for good (its attempts are used up): the turn fails.
+
+    `timed_out`: it ran past `run_model_limit` or stopped heartbeating.
+    `too_large`: the model refused the turn's prompts as too large.
+    """
+    if timed_out:
+        error = (
+            f"the model segment exceeded `run_model_limit` ({options.run_model_limit}) "
+            f"or stopped heartbeating ({error}); raise the limit in the session options"
+        )
+    return _fail_turn(state, error, drop_prompts=too_large)
+
+
+# ----- approvals --------------------------------------------------------------
+
+
+def open_interrupt(
+    state: SessionState,
+    options: AgentSessionOptions,
+    *,
+    interrupt_id: str,
+    now: datetime,
+) -> Transition:
+    """The current call waits for approval under `interrupt_id`, until the deadline if any."""
+    active = _active(state)
+    call = active.calls[active.call_index]
+    deadline = options.interrupt_deadline
+    interrupt = Interrupt(
+        interrupt_id=interrupt_id,
+        turn_id=active.turn_id,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        arguments_ref=call.arguments_ref,
+        effect=call.policy.effect,
+        reason=call.reason or f"{call.tool_name} is {call.policy.effect}",
+        created_at=now.isoformat(),
+        deadline=(now + deadline).isoformat() if deadline is not None else None,
+    )
+    waiting = replace(active, interrupt_id=interrupt_id, phase="await_approval")
+    interrupts = {**state.interrupts, interrupt_id: interrupt}
+    created: JsonObject = {
+        "interrupt_id": interrupt_id,
+        "tool_call_id": call.tool_call_id,
+        "tool_name": call.tool_name,
+        "arguments": call.arguments,
+        "effect": call.policy.effect,
+    }
+    return Transition(
+        state=replace(state, interrupts=interrupts, active=waiting),
+        events=(_event("interrupt_created", created),),
+        step=PublishStep(),
+    )
+
+
+def approval_settled(state: SessionState, interrupt_id: str) -> bool:
+    """Whether the interrupt was resolved: what an approval waits for."""
+    return state.interrupts[interrupt_id].resolved
+
+
+def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transition:
+    """The approval wait ended: by a resolution, by the deadline, or for continue-as-new.
+
+    Approved, the call goes to execute; rejected (by a person or by the
+    deadline), it gets a `rejected` record and the rest of its reply is
+    skipped. Still unresolved, the state continues as new and waits again.
+    """
+    active = _active(state)
+    assert active.interrupt_id is not None
+    interrupt = state.interrupts[active.interrupt_id]
+    if timed_out:
+        interrupt = replace(
+            interrupt, resolved=True, approved=False, rejection_message=DEADLINE_PASSED
+        )
+        interrupts = {**state.interrupts, interrupt.interrupt_id: interrupt}
+        state = replace(state, interrupts=interrupts)
+    if not interrupt.resolved:
+        return Transition(state=state, step=ContinueAsNewStep())
+    resolved: JsonObject = {
+        "interrupt_id": interrupt.interrupt_id,
+        "approved": bool(interrupt.approved),
+        "rejection_message": interrupt.rejection_message,
+    }
+    if interrupt.approved:
+        state = replace(state, active=replace(active, phase="execute"))
+    else:
+        rejected = replace(
+            _record_of(active.calls[active.call_index], "rejected"),
+            rejection_message=interrupt.rejection_message or "",
+        )
+        state = _record(state, rejected)
+    return Transition(
+        state=state,
+        events=(_event("interrupt_resolved", resolved),),
+        step=PublishStep(),
+    )
+
+
+# ----- the tool phase ---------------------------------------------------------
+
+
+def record_outcome(
+    state: SessionState,
+    *,
+    output: str,
+    is_error: bool = False,
+    output_ref: BlobReference | None = None,
+    finished_by_resumed_turn: bool = False,
+    images: Sequence[ImageReference] = (),
+    attempts: int = 0,
+) -> Transition:
+    """The call's Step returned: `finished`, or `failed` when the tool reported an error."""
+    record = replace(
+        _record_of(_current_call(state), "failed" if is_error else "finished"),
+        output=output,
+        output_ref=output_ref,
+        finished_by_resumed_turn=finished_by_resumed_turn,
+        images=tuple(images),
+        attempts=attempts,
+    )
+    return Transition(state=_record(state, record))
+
+
+def record_unknown_outcome(
+    state: SessionState, *, error: str, attempts: int = 0
+) -> Transition:
+    """The call's Step failed for good: it may or may not have acted."""
+    record = replace(
+        _record_of(_current_call(state), "outcome_unknown"),
+        output=error,
+        attempts=attempts,
+    )
+    return Transition(state=_record(state, record))
+
+
+# ----- Updates ----------------------------------------------------------------
+
+
+def check_message(state: SessionState, prompt: UserPrompt) -> Refusal | None:
+    """Why `send_user_message` refuses `prompt`, or None to accept it.
+
+    A message of images alone may have empty text. Whether the runner takes
+    images is the handler's question (`queue_message`), not a refusal.
+    """
+    text, by_reference = prompt.text, prompt.text_ref is not None
+    if not isinstance(text, str) or (  # pyright: ignore[reportUnnecessaryIsInstance]
+        not text.strip() and not prompt.images and not by_reference
+    ):
+        return Refusal(
+            reason="invalid_message",
+            message=f"user message text must be a non-empty string, got {text!r}",
+        )
+    size = len(text.encode())
+    if not by_reference and size > INLINE_TEXT_LIMIT:
+        return Refusal(
+            reason="invalid_message",
+            message=f"a user message of {size} bytes must travel by reference "
+            f"(more than {INLINE_TEXT_LIMIT} bytes inline); send it with "
+            "`dex_agents.send_user_message` or `SessionClient`, which store it first",
+        )
+    queued = sum(isinstance(i, UserPrompt) for i in state.pending)
+    if queued >= MAX_QUEUED_MESSAGES:
+        return Refusal(
+            reason="queue_full",
+            message=f"session {state.session_id!r} already has {queued} messages "
+            "waiting for a turn (the most it queues); wait until it answers "
+            "(`wait_for_idle`) and send this message again",
+        )
+    return None
+
+
+def queue_message(
+    state: SessionState,
+    prompt: UserPrompt,
+    *,
+    update_id: str | None,
+    images_supported: bool,
+) -> UpdateOutcome:
+    """Queue `prompt` for the next turn (the current one's successor if one runs).
+
+    Answers False, and queues nothing, for images the runner cannot send; a
+    retry of an Update already applied (across continue-as-new) answers True
+    and queues nothing.
+    """
+    if prompt.images and not images_supported:
+        return UpdateOutcome(state=state, answer=False)
+    update_ids, seen = _remember(state.update_ids, update_id)
+    if seen:
+        return UpdateOutcome(state=state, answer=True)
+    queued = replace(
+        state,
+        pending=[*state.pending, prompt],
+        inbox=state.inbox + 1,
+        version=state.version + 1,
+        update_ids=update_ids,
+    )
+    return UpdateOutcome(state=queued, answer=True)
+
+
+def check_resolution(state: SessionState, interrupt_id: str) -> Refusal | None:
+    """Why `resolve_interrupt` refuses `interrupt_id`, or None.
+
+    Only an ID the session never had is refused; a repeat of one it resolved
+    is answered by `apply_resolution`.
+    """
+    if interrupt_id in state.interrupts or interrupt_id in state.resolved_interrupts:
+        return None
+    waiting = [i for i, v in state.interrupts.items() if not v.resolved]
+    return Refusal(
+        reason="unknown_interrupt",
+        message=f"session {state.session_id!r} has no interrupt "
+        f"{interrupt_id!r}; pending interrupts: {waiting}",
+    )
+
+
+def apply_resolution(
+    state: SessionState,
+    *,
+    interrupt_id: str,
+    approved: bool,
+    rejection_message: str | None,
+    update_id: str | None,
+) -> UpdateOutcome:
+    """Approve or reject a waiting call; a repeat answers False and changes nothing.
+
+    A client retry of the Update that resolved it (the same Update ID, maybe
+    across continue-as-new) is the same request: it answers True.
+    """
+    interrupt = state.interrupts.get(interrupt_id)
+    if interrupt is None or interrupt.resolved:
+        applied = update_id is not None and update_id in state.update_ids
+        return UpdateOutcome(state=state, answer=applied)
+    update_ids, _ = _remember(state.update_ids, update_id)
+    interrupt = replace(
+        interrupt,
+        resolved=True,
+        approved=approved,
+        rejection_message=rejection_message,
+    )
+    resolved = replace(
+        state,
+        interrupts={**state.interrupts, interrupt_id: interrupt},
+        version=state.version + 1,
+        update_ids=update_ids,
+    )
+    return UpdateOutcome(state=resolved, answer=True)
+
+
+# ----- helpers ----------------------------------------------------------------
+
+
+def _active(state: SessionState) -> ActiveTurn:
+    assert state.active is not None, "no turn is active"
+    return state.active
+
+
+def _current_call(state: SessionState) -> ToolCall:
+    active = _active(state)
+    return active.calls[active.call_index]
+
+
+def _add_usage(state: SessionState, usage: Usage) -> SessionState:
+    active = _active(state)
+    return replace(
+        state,
+        usage=state.usage + usage,
+        active=replace(active, usage=active.usage + usage),
+    )
+
+
+def _event(type_: AgentEventType, data: JsonObject) -> AgentEvent:
+    return AgentEvent(type=type_, data=data)
+
+
+def _remember(update_ids: list[str], update_id: str | None) -> tuple[list[str], bool]:
+    """The window of Update IDs with `update_id` in it, and whether it was there."""
+    if update_id is None:
+        return update_ids, False
+    if update_id in update_ids:
+        return update_ids, True
+    return [*update_ids[-(KEEP_UPDATE_IDS - 1) :], update_id], False
+
+
+def _record_of(call: ToolCall, status: ToolRecordStatus) -> ToolRecord:
+    return ToolRecord(
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        arguments_ref=call.arguments_ref,
+        status=status,
+    )
+
+
+def _record(state: SessionState, record: ToolRecord) -> SessionState:
+    """The current call is done with `record`: the turn goes on to its next call."""
+    active = _active(state)
+    done = replace(
+        active,
+        records=[*active.records, record],
+        turn_records=[*active.turn_records, record],
+        call_index=active.call_index + 1,
+        interrupt_id=None,
+        phase="tool",
+    )
+    return replace(state, active=done)
+
+
+def _approval_step(state: SessionState, now: datetime) -> AwaitApprovalStep:
+    interrupt_id = _active(state).interrupt_id
+    assert interrupt_id is not None
+    deadline = state.interrupts[interrupt_id].deadline
+    timeout = None
+    if deadline is not None:
+        timeout = max(datetime.fromisoformat(deadline) - now, timedelta(0))
+    return AwaitApprovalStep(interrupt_id=interrupt_id, timeout=timeout)
+
+
+def _tool_step(active: ActiveTurn, options: AgentSessionOptions) -> CallToolStep:
+    """The Step of the current call: a tool source may set its own attempts and limit."""
+    call = active.calls[active.call_index]
+    step = call.policy.step
+    attempts = 1
+    if step == "call_tool":
+        attempts = (
+            options.tool_attempts if call.step_attempts is None else call.step_attempts
+        )
+    timeout = options.tool_limit
+    if call.step_timeout_seconds is not None:
+        timeout = timedelta(seconds=call.step_timeout_seconds)
+    return CallToolStep(
+        turn_id=active.turn_id,
+        call=call,
+        tool_step=step,
+        attempts=attempts,
+        timeout=timeout,
+    )
+
+
+def _fail_turn(
+    state: SessionState, reason: str, *, drop_prompts: bool = False
+) -> Transition:
+    """End the turn failed; its items stay pending with a note for the next turn.
+
+    `drop_prompts`: the model refused them as too large, so sending them
+    again would fail every later turn; they leave, and the note says so.
+    """
+    active = _active(state)
+    note = failure_note(active.turn_id, reason, active.turn_records)
+    count = active.pending_count
+    pending = list(state.pending)
+    if drop_prompts:
+        sent = pending[:count]
+        dropped = [i for i in sent if isinstance(i, UserPrompt)]
+        kept = [i for i in sent if not isinstance(i, UserPrompt)]
+        pending[:count] = kept
+        count = len(kept)
+        note = replace(
+            note,
+            text=note.text
+            + f"\nIts {len(dropped)} user message(s) were too large for the model "
+            "and were not kept: "
+            + "; ".join(repr(preview(p.text, 80)) for p in dropped),
+        )
+    pending.insert(count, note)
+    return Transition(
+        state=_end_turn(replace(state, pending=pending), "failed", error=reason),
+        events=(_event("turn_failed", {"turn_id": active.turn_id, "error": reason}),),
+        step=PublishStep(),
+    )
+
+
+def _end_turn(
+    state: SessionState,
+    status: TurnStatus,
+    *,
+    final_text: str = "",
+    error: str | None = None,
+) -> SessionState:
+    """Close the active turn: its summary goes to the store's turn log, once.
+
+    Its interrupts (all resolved by now) leave the state; their IDs stay in
+    a window so a late repeat of `resolve_interrupt` still answers False.
+    """
+    active = _active(state)
+    summary = replace(
+        turn_summary(active, status), final_text=clip(final_text), error=error
+    )
+    done = [i for i, v in state.interrupts.items() if v.turn_id == active.turn_id]
+    return replace(
+        state,
+        active=None,
+        unpublished=[*state.unpublished, finished_turn(summary)],
+        interrupts={i: v for i, v in state.interrupts.items() if i not in done},
+        resolved_interrupts=[*state.resolved_interrupts, *done][
+            -KEEP_RESOLVED_INTERRUPTS:
+        ],
+    )

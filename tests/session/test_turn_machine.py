@@ -1,0 +1,1141 @@
+"""The turn machine's transitions on plain data: no Temporal, no server, no clock.
+
+Each test drives `dex_agents.session`'s pure functions the way the session
+workflow does (ask `advance` for a Step, hand its result back) and checks the
+exact state, events and Step that come out.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from pydantic import TypeAdapter
+
+from dex_agents.session import (
+    ActiveTurn,
+    AgentEvent,
+    AgentSessionOptions,
+    AwaitApprovalStep,
+    BlobReference,
+    CallToolStep,
+    ContinueAsNewStep,
+    FinishedTurn,
+    ImageReference,
+    Interrupt,
+    JsonObject,
+    OpenInterruptStep,
+    PublishStep,
+    Refusal,
+    RunModelStep,
+    SegmentResume,
+    SessionInput,
+    SessionState,
+    ToolCall,
+    ToolPolicy,
+    ToolRecord,
+    Transition,
+    TurnFailureNote,
+    TurnSummary,
+    UpdateOutcome,
+    Usage,
+    UserPrompt,
+    advance,
+    apply_resolution,
+    approval_settled,
+    calls_requested,
+    check_message,
+    check_resolution,
+    failure_note,
+    has_work,
+    model_answered,
+    model_failed,
+    open_interrupt,
+    queue_message,
+    record_outcome,
+    record_unknown_outcome,
+    session_status,
+    settle_approval,
+    start_turn,
+    starting_state,
+)
+
+Change = Callable[[SessionState], "Transition | UpdateOutcome | SessionState"]
+CARRIED = Path(__file__).parent.parent / "carried_states"
+NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+OPTIONS = AgentSessionOptions(interrupt_deadline=timedelta(minutes=5))
+STATE_JSON = TypeAdapter(SessionState)
+INPUT_JSON = TypeAdapter(SessionInput)
+SUMMARY_JSON = TypeAdapter(TurnSummary)
+IMAGE = ImageReference(media_type="image/png", key="abc.png", sha256="abc", size=3)
+REF = BlobReference(blob_id="msg-abc", size=50_000, sha256="abc")
+USAGE = Usage(input_tokens=20, output_tokens=5, model_calls=1, cost_usd=0.001)
+
+READ = ToolCall(
+    tool_call_id="call-read",
+    tool_name="lookup_order",
+    arguments={"orderId": "7"},
+    policy=ToolPolicy(effect="read"),
+)
+REFUND = ToolCall(
+    tool_call_id="call-refund",
+    tool_name="create_refund",
+    arguments={"orderId": "7"},
+    policy=ToolPolicy(effect="non_idempotent_write"),
+)
+EMAIL = ToolCall(
+    tool_call_id="call-email",
+    tool_name="send_email",
+    arguments={"to": "a@example.com"},
+    policy=ToolPolicy(effect="non_idempotent_write"),
+    reason="emails leave the building",
+)
+
+
+# ----- drivers: what the workflow does between transitions --------------------
+
+
+def queued(*texts: str, state: SessionState | None = None) -> SessionState:
+    """`state` (a new session by default) with `texts` sent, one Update each."""
+    state = state or starting_state(None, session_id="s1")
+    for text in texts:
+        outcome = queue_message(
+            state,
+            UserPrompt(text=text),
+            update_id=f"send-{text}",
+            images_supported=False,
+        )
+        assert outcome.answer
+        state = outcome.state
+    return state
+
+
+def running(*texts: str) -> SessionState:
+    """A session whose first turn sends `texts` and runs its first segment."""
+    state = start_turn(queued(*texts)).state
+    moved = advance(state, OPTIONS, now=NOW)
+    assert isinstance(moved.step, RunModelStep)
+    return moved.state
+
+
+def at_calls(
+    *calls: ToolCall, texts: tuple[str, ...] = ("refund order 7",)
+) -> SessionState:
+    """A running turn whose segment asked for `calls`."""
+    return calls_requested(
+        running(*texts),
+        segment_id="turn-1/run_model/1/attempt-1",
+        calls=calls,
+        run_state={"script": "x"},
+        usage=USAGE,
+    ).state
+
+
+def waiting(*calls: ToolCall) -> SessionState:
+    """A turn waiting for approval of its first call (`intr-1`, opened at NOW)."""
+    moved = advance(at_calls(*calls), OPTIONS, now=NOW)
+    assert isinstance(moved.step, OpenInterruptStep)
+    return open_interrupt(moved.state, OPTIONS, interrupt_id="intr-1", now=NOW).state
+
+
+def resolved(
+    state: SessionState, *, approved: bool, message: str | None = None
+) -> SessionState:
+    outcome = apply_resolution(
+        state,
+        interrupt_id="intr-1",
+        approved=approved,
+        rejection_message=message,
+        update_id="resolve-1",
+    )
+    assert outcome.answer
+    return outcome.state
+
+
+def carried(state: SessionState) -> SessionState:
+    """`state` through continue-as-new: JSON out of one run, into the next."""
+    data = INPUT_JSON.dump_json(SessionInput(state=state))
+    restored = INPUT_JSON.validate_json(data).state
+    assert restored == state
+    return starting_state(restored, session_id=state.session_id)
+
+
+def turn(state: SessionState) -> ActiveTurn:
+    """The active turn of `state` (there must be one)."""
+    assert state.active is not None
+    return state.active
+
+
+def summary(turn: FinishedTurn) -> TurnSummary:
+    return SUMMARY_JSON.validate_python(turn.summary)
+
+
+def usage_json(usage: Usage) -> JsonObject:
+    return {
+        "input_tokens": usage.input_tokens,
+        "output_tokens": usage.output_tokens,
+        "cached_input_tokens": usage.cached_input_tokens,
+        "reasoning_tokens": usage.reasoning_tokens,
+        "model_calls": usage.model_calls,
+        "cost_usd": usage.cost_usd,
+    }
+
+
+# ----- a new turn ---------------------------------------------------------------
+
+
+def test_queued_prompts_start_a_turn_that_sends_them_all() -> None:
+    state = queued("one", "two")
+    assert state.pending == [UserPrompt(text="one"), UserPrompt(text="two")]
+    assert (state.inbox, state.version) == (2, 2)
+    assert state.update_ids == ["send-one", "send-two"]
+    assert has_work(state) and session_status(state) == "running"
+
+    started = start_turn(state)
+
+    assert started == Transition(
+        state=replace(
+            state,
+            turn_counter=1,
+            inbox=0,
+            active=ActiveTurn(
+                turn_id="turn-1", pending_count=2, prompts=["one", "two"]
+            ),
+        ),
+        events=(AgentEvent(type="turn_started", data={"turn_id": "turn-1"}),),
+    )
+    moved = advance(started.state, OPTIONS, now=NOW)
+    first = RunModelStep(
+        turn_id="turn-1",
+        segment=1,
+        transcript_head=None,
+        pending=(UserPrompt(text="one"), UserPrompt(text="two")),
+    )
+    assert moved.step == first
+    assert first.step_execution_id == "turn-1/run_model/1"
+    assert moved.state.active == replace(turn(started.state), segment=1)
+    assert moved.events == ()
+
+
+def test_a_new_session_has_nothing_to_do_and_no_step() -> None:
+    state = starting_state(None, session_id="s1")
+    assert state == SessionState(session_id="s1")
+    assert not has_work(state)
+    assert session_status(state) == "idle"
+    assert advance(state, OPTIONS, now=NOW) == Transition(state=state)
+
+
+# ----- the model phase ----------------------------------------------------------
+
+
+def test_an_answer_ends_the_turn_and_sends_its_summary_to_the_turn_log() -> None:
+    state = running("hello")
+
+    ended = model_answered(
+        state, segment_id="turn-1/run_model/1/attempt-1", final_text="hi", usage=USAGE
+    )
+
+    assert ended.step == PublishStep()
+    assert ended.events == (
+        AgentEvent(type="turn_completed", data={"turn_id": "turn-1"}),
+    )
+    assert ended.state == replace(
+        state,
+        active=None,
+        pending=[],
+        transcript_head="turn-1/run_model/1/attempt-1",
+        usage=USAGE,
+        unpublished=[
+            FinishedTurn(
+                number=1,
+                summary={
+                    "turn_id": "turn-1",
+                    "status": "completed",
+                    "prompts": ["hello"],
+                    "final_text": "hi",
+                    "tool_calls": [],
+                    "usage": usage_json(USAGE),
+                    "error": None,
+                },
+            )
+        ],
+    )
+    assert session_status(ended.state) == "idle"
+
+
+def test_the_summary_clips_a_long_answer() -> None:
+    ended = model_answered(
+        running("hello"), segment_id="seg", final_text="x" * 5000, usage=USAGE
+    )
+    text = summary(ended.state.unpublished[0]).final_text
+    assert text == "x" * 999 + "…"
+
+
+def test_tool_calls_requested_start_the_tool_phase() -> None:
+    state = running("refund order 7")
+
+    moved = calls_requested(
+        state,
+        segment_id="turn-1/run_model/1/attempt-1",
+        calls=[READ, REFUND],
+        run_state={"script": "x"},
+        usage=USAGE,
+    )
+
+    assert moved == Transition(
+        state=replace(
+            state,
+            usage=USAGE,
+            active=replace(
+                turn(state),
+                phase="tool",
+                calls=[READ, REFUND],
+                run_state={"script": "x"},
+                partial_segment_id="turn-1/run_model/1/attempt-1",
+                usage=USAGE,
+            ),
+        )
+    )
+
+
+def test_tool_calls_requested_without_calls_fail_the_turn() -> None:
+    failed = calls_requested(
+        running("hello"), segment_id="seg", calls=[], run_state={}, usage=USAGE
+    )
+    reason = "the runner requested tool calls but named none"
+    assert failed.step == PublishStep()
+    assert failed.events == (
+        AgentEvent(type="turn_failed", data={"turn_id": "turn-1", "error": reason}),
+    )
+    assert failed.state.usage == USAGE
+    assert summary(failed.state.unpublished[0]).error == reason
+
+
+def test_a_failed_segment_fails_the_turn_with_a_note_after_its_items() -> None:
+    state = running("first")
+    # A message that arrives while the turn runs waits for the next turn.
+    state = queued("second", state=state)
+    assert state.inbox == 1
+
+    failed = model_failed(state, OPTIONS, error="SessionError: boom")
+
+    note = failure_note("turn-1", "SessionError: boom", [])
+    assert failed.step == PublishStep()
+    assert failed.events == (
+        AgentEvent(
+            type="turn_failed",
+            data={"turn_id": "turn-1", "error": "SessionError: boom"},
+        ),
+    )
+    assert failed.state == replace(
+        state,
+        active=None,
+        pending=[UserPrompt(text="first"), note, UserPrompt(text="second")],
+        unpublished=[
+            FinishedTurn(
+                number=1,
+                summary={
+                    "turn_id": "turn-1",
+                    "status": "failed",
+                    "prompts": ["first"],
+                    "final_text": "",
+                    "tool_calls": [],
+                    "usage": usage_json(Usage()),
+                    "error": "SessionError: boom",
+                },
+            )
+        ],
+    )
+    # The next turn sends the failed turn's items, the note, then the new message;
+    # its summary shows only the new message.
+    nxt = start_turn(failed.state).state
+    assert nxt.active == ActiveTurn(
+        turn_id="turn-2", pending_count=3, prompts=["second"]
+    )
+    assert nxt.inbox == 0
+
+
+def test_a_timed_out_segment_says_which_limit_to_raise() -> None:
+    failed = model_failed(
+        running("hello"), OPTIONS, error="activity Heartbeat timeout", timed_out=True
+    )
+    assert failed.events[0].data["error"] == (
+        "the model segment exceeded `run_model_limit` (0:15:00) or stopped "
+        "heartbeating (activity Heartbeat timeout); raise the limit in the session options"
+    )
+
+
+def test_prompts_too_large_for_the_model_are_dropped_and_the_note_says_so() -> None:
+    earlier = failure_note("turn-0", "earlier failure", [])
+    state = starting_state(None, session_id="s1")
+    state = queued("y" * 300, state=replace(state, pending=[earlier]))
+    state = start_turn(state).state
+    state = advance(state, OPTIONS, now=NOW).state
+    assert state.active is not None and state.active.pending_count == 2
+
+    failed = model_failed(
+        state, OPTIONS, error="MessageTooLargeError: 413", too_large=True
+    )
+
+    note = failure_note("turn-1", "MessageTooLargeError: 413", [])
+    dropped = repr("y" * 79 + "…")
+    assert failed.state.pending == [
+        earlier,
+        TurnFailureNote(
+            turn_id="turn-1",
+            text=note.text
+            + "\nIts 1 user message(s) were too large for the model and were not kept: "
+            + dropped,
+        ),
+    ]
+    assert failed.state.active is None
+
+
+def test_a_spent_budget_fails_the_turn_before_its_segment() -> None:
+    options = AgentSessionOptions(spend_limit=0.01)
+    state = start_turn(queued("hello")).state
+    state = replace(state, usage=Usage(cost_usd=0.02))
+
+    failed = advance(state, options, now=NOW)
+
+    reason = (
+        "spend limit reached: 0.0200 USD of 0.0100 USD; raise `spend_limit` to continue"
+    )
+    assert failed.step == PublishStep()
+    assert failed.events == (
+        AgentEvent(type="turn_failed", data={"turn_id": "turn-1", "error": reason}),
+    )
+    assert failed.state.active is None
+    assert failed.state.pending == [
+        UserPrompt(text="hello"),
+        failure_note("turn-1", reason, []),
+    ]
+
+
+def test_the_spend_limit_is_reached_at_the_limit_itself() -> None:
+    options = AgentSessionOptions(spend_limit=0.01)
+    state = start_turn(queued("hello")).state
+    below = advance(replace(state, usage=Usage(cost_usd=0.0099)), options, now=NOW)
+    assert isinstance(below.step, RunModelStep)
+    at = advance(replace(state, usage=Usage(cost_usd=0.01)), options, now=NOW)
+    assert at.step == PublishStep()
+    assert at.state.active is None
+
+
+# ----- the tool phase -----------------------------------------------------------
+
+
+def test_a_call_without_approval_runs_in_a_retried_tool_step() -> None:
+    state = at_calls(READ)
+
+    moved = advance(state, OPTIONS, now=NOW)
+
+    call = CallToolStep(
+        turn_id="turn-1",
+        call=READ,
+        tool_step="call_tool",
+        attempts=3,
+        timeout=timedelta(minutes=10),
+    )
+    assert moved.step == call
+    assert call.step_execution_id == "turn-1/call_tool/call-read"
+    assert moved.state.active == replace(turn(state), phase="execute")
+    assert moved.events == ()
+
+
+def test_a_tool_source_sets_the_attempts_and_limit_of_its_calls() -> None:
+    sourced = replace(READ, step_attempts=5, step_timeout_seconds=30.0)
+    write = replace(
+        REFUND,
+        policy=ToolPolicy(effect="non_idempotent_write"),
+        step_attempts=5,
+        step_timeout_seconds=30.0,
+    )
+    moved = advance(at_calls(sourced), OPTIONS, now=NOW)
+    assert moved.step == CallToolStep(
+        turn_id="turn-1",
+        call=sourced,
+        tool_step="call_tool",
+        attempts=5,
+        timeout=timedelta(seconds=30),
+    )
+    # A single-attempt Step stays single whatever the source asks for.
+    state = resolved(waiting(write), approved=True)
+    step = advance(settle_approval(state).state, OPTIONS, now=NOW).step
+    assert step == CallToolStep(
+        turn_id="turn-1",
+        call=write,
+        tool_step="call_single_attempt_tool",
+        attempts=1,
+        timeout=timedelta(seconds=30),
+    )
+
+
+def test_a_call_that_needs_approval_opens_an_interrupt_with_a_deadline() -> None:
+    state = at_calls(EMAIL, READ)
+
+    moved = advance(state, OPTIONS, now=NOW)
+    assert moved == Transition(state=state, step=OpenInterruptStep(call=EMAIL))
+
+    opened = open_interrupt(state, OPTIONS, interrupt_id="intr-1", now=NOW)
+
+    interrupt = Interrupt(
+        interrupt_id="intr-1",
+        turn_id="turn-1",
+        tool_call_id="call-email",
+        tool_name="send_email",
+        arguments={"to": "a@example.com"},
+        effect="non_idempotent_write",
+        reason="emails leave the building",
+        created_at="2026-12-01T12:00:00+00:00",
+        deadline="2026-12-01T12:05:00+00:00",
+    )
+    assert opened == Transition(
+        state=replace(
+            state,
+            interrupts={"intr-1": interrupt},
+            active=replace(
+                turn(state),
+                phase="await_approval",
+                interrupt_id="intr-1",
+            ),
+        ),
+        events=(
+            AgentEvent(
+                type="interrupt_created",
+                data={
+                    "interrupt_id": "intr-1",
+                    "tool_call_id": "call-email",
+                    "tool_name": "send_email",
+                    "arguments": {"to": "a@example.com"},
+                    "effect": "non_idempotent_write",
+                },
+            ),
+        ),
+        step=PublishStep(),
+    )
+    assert session_status(opened.state) == "waiting_for_approval"
+    # The wait lasts until the deadline, counted from whenever it (re)starts.
+    later = advance(opened.state, OPTIONS, now=NOW + timedelta(minutes=1))
+    assert later == Transition(
+        state=opened.state,
+        step=AwaitApprovalStep(interrupt_id="intr-1", timeout=timedelta(minutes=4)),
+    )
+
+
+def test_an_interrupt_without_a_deadline_waits_without_a_timeout() -> None:
+    moved = advance(at_calls(REFUND), AgentSessionOptions(), now=NOW)
+    assert moved.step == OpenInterruptStep(call=REFUND)
+    opened = open_interrupt(
+        moved.state, AgentSessionOptions(), interrupt_id="intr-1", now=NOW
+    )
+    assert opened.state.interrupts["intr-1"].reason == (
+        "create_refund is non_idempotent_write"
+    )
+    assert opened.state.interrupts["intr-1"].deadline is None
+    assert advance(opened.state, OPTIONS, now=NOW).step == AwaitApprovalStep(
+        interrupt_id="intr-1", timeout=None
+    )
+
+
+def test_an_approved_call_goes_to_execute() -> None:
+    state = waiting(REFUND)
+    assert not approval_settled(state, "intr-1")
+
+    state = resolved(state, approved=True)
+    assert approval_settled(state, "intr-1")
+    assert state.update_ids[-1] == "resolve-1"
+
+    settled = settle_approval(state)
+
+    assert settled == Transition(
+        state=replace(state, active=replace(turn(state), phase="execute")),
+        events=(
+            AgentEvent(
+                type="interrupt_resolved",
+                data={
+                    "interrupt_id": "intr-1",
+                    "approved": True,
+                    "rejection_message": None,
+                },
+            ),
+        ),
+        step=PublishStep(),
+    )
+    execute = CallToolStep(
+        turn_id="turn-1",
+        call=REFUND,
+        tool_step="call_single_attempt_tool",
+        attempts=1,
+        timeout=timedelta(minutes=10),
+    )
+    assert advance(settled.state, OPTIONS, now=NOW).step == execute
+    assert execute.step_execution_id == "turn-1/call_single_attempt_tool/call-refund"
+
+
+def test_a_rejected_call_is_recorded_and_the_rest_of_its_reply_is_skipped() -> None:
+    state = resolved(waiting(REFUND, READ), approved=False, message="not now")
+
+    settled = settle_approval(state)
+
+    rejected = ToolRecord(
+        tool_call_id="call-refund",
+        tool_name="create_refund",
+        arguments={"orderId": "7"},
+        status="rejected",
+        rejection_message="not now",
+    )
+    assert settled.step == PublishStep()
+    assert settled.events == (
+        AgentEvent(
+            type="interrupt_resolved",
+            data={
+                "interrupt_id": "intr-1",
+                "approved": False,
+                "rejection_message": "not now",
+            },
+        ),
+    )
+    assert settled.state.active == replace(
+        turn(state),
+        phase="tool",
+        call_index=1,
+        interrupt_id=None,
+        records=[rejected],
+        turn_records=[rejected],
+    )
+
+    resumed = advance(settled.state, OPTIONS, now=NOW)
+
+    skipped = ToolRecord(
+        tool_call_id="call-read",
+        tool_name="lookup_order",
+        arguments={"orderId": "7"},
+        status="skipped",
+    )
+    assert resumed.step == RunModelStep(
+        turn_id="turn-1",
+        segment=2,
+        transcript_head=None,
+        pending=(UserPrompt(text="refund order 7"),),
+        resume=SegmentResume(
+            run_state={"script": "x"},
+            partial_segment_id="turn-1/run_model/1/attempt-1",
+            records=(rejected, skipped),
+        ),
+    )
+    assert resumed.state.active is not None
+    assert resumed.state.active.phase == "resume"
+    assert resumed.state.active.turn_records == [rejected, skipped]
+
+
+def test_a_deadline_that_passes_rejects_the_call() -> None:
+    state = waiting(REFUND)
+    past = advance(state, OPTIONS, now=NOW + timedelta(minutes=6))
+    assert past.step == AwaitApprovalStep(interrupt_id="intr-1", timeout=timedelta(0))
+
+    settled = settle_approval(state, timed_out=True)
+
+    message = "no approval arrived before the deadline"
+    assert settled.step == PublishStep()
+    assert settled.state.interrupts["intr-1"] == replace(
+        state.interrupts["intr-1"],
+        resolved=True,
+        approved=False,
+        rejection_message=message,
+    )
+    assert settled.state.active is not None
+    assert settled.state.active.records == [
+        ToolRecord(
+            tool_call_id="call-refund",
+            tool_name="create_refund",
+            arguments={"orderId": "7"},
+            status="rejected",
+            rejection_message=message,
+        )
+    ]
+    assert settled.events[0].data == {
+        "interrupt_id": "intr-1",
+        "approved": False,
+        "rejection_message": message,
+    }
+
+
+def test_a_tool_result_is_recorded_with_its_output_reference() -> None:
+    state = advance(at_calls(READ, REFUND), OPTIONS, now=NOW).state
+    ref = BlobReference(blob_id="out-abc", size=50_000, sha256="abc")
+    image = ImageReference(media_type="image/png", key="def.png", sha256="def", size=10)
+
+    recorded = record_outcome(
+        state, output="a preview…", output_ref=ref, images=[image], attempts=2
+    )
+
+    record = ToolRecord(
+        tool_call_id="call-read",
+        tool_name="lookup_order",
+        arguments={"orderId": "7"},
+        status="finished",
+        output="a preview…",
+        output_ref=ref,
+        images=(image,),
+        attempts=2,
+    )
+    assert recorded == Transition(
+        state=replace(
+            state,
+            active=replace(
+                turn(state),
+                phase="tool",
+                call_index=1,
+                records=[record],
+                turn_records=[record],
+            ),
+        )
+    )
+    # The next call of the reply is up next.
+    assert advance(recorded.state, OPTIONS, now=NOW).step == OpenInterruptStep(
+        call=REFUND
+    )
+
+
+def test_a_tool_that_reports_an_error_is_recorded_failed() -> None:
+    state = advance(at_calls(READ), OPTIONS, now=NOW).state
+    recorded = record_outcome(
+        state, output="no such order", is_error=True, finished_by_resumed_turn=True
+    )
+    assert recorded.state.active is not None
+    assert recorded.state.active.records == [
+        ToolRecord(
+            tool_call_id="call-read",
+            tool_name="lookup_order",
+            arguments={"orderId": "7"},
+            status="failed",
+            output="no such order",
+            finished_by_resumed_turn=True,
+        )
+    ]
+
+
+def test_a_failed_tool_step_has_an_unknown_outcome_and_skips_the_rest() -> None:
+    second = replace(READ, tool_call_id="call-read-2")
+    state = advance(at_calls(READ, second), OPTIONS, now=NOW).state
+
+    recorded = record_unknown_outcome(state, error="worker lost", attempts=3)
+    assert recorded.step is None and recorded.events == ()
+
+    unknown = ToolRecord(
+        tool_call_id="call-read",
+        tool_name="lookup_order",
+        arguments={"orderId": "7"},
+        status="outcome_unknown",
+        output="worker lost",
+        attempts=3,
+    )
+    assert recorded.state.active is not None
+    assert recorded.state.active.records == [unknown]
+    resumed = advance(recorded.state, OPTIONS, now=NOW)
+    assert isinstance(resumed.step, RunModelStep)
+    assert resumed.step.resume is not None
+    assert [r.status for r in resumed.step.resume.records] == [
+        "outcome_unknown",
+        "skipped",
+    ]
+
+
+def test_when_every_call_is_done_the_model_resumes_with_the_records() -> None:
+    state = advance(at_calls(READ), OPTIONS, now=NOW).state
+    state = record_outcome(state, output="order 7: shipped").state
+
+    resumed = advance(state, OPTIONS, now=NOW)
+
+    record = ToolRecord(
+        tool_call_id="call-read",
+        tool_name="lookup_order",
+        arguments={"orderId": "7"},
+        status="finished",
+        output="order 7: shipped",
+    )
+    assert resumed == Transition(
+        state=replace(
+            state,
+            active=replace(turn(state), phase="resume", segment=2),
+        ),
+        step=RunModelStep(
+            turn_id="turn-1",
+            segment=2,
+            transcript_head=None,
+            pending=(UserPrompt(text="refund order 7"),),
+            resume=SegmentResume(
+                run_state={"script": "x"},
+                partial_segment_id="turn-1/run_model/1/attempt-1",
+                records=(record,),
+            ),
+        ),
+    )
+    assert isinstance(resumed.step, RunModelStep)
+    assert resumed.step.step_execution_id == "turn-1/run_model/2"
+
+
+def test_a_turn_that_ends_takes_its_interrupts_into_the_resolved_window() -> None:
+    state = settle_approval(resolved(waiting(REFUND), approved=True)).state
+    state = advance(state, OPTIONS, now=NOW).state
+    state = record_outcome(state, output="refunded").state
+    state = advance(state, OPTIONS, now=NOW).state
+
+    ended = model_answered(state, segment_id="seg-2", final_text="done", usage=USAGE)
+
+    assert ended.state.interrupts == {}
+    assert ended.state.resolved_interrupts == ["intr-1"]
+    assert summary(ended.state.unpublished[0]) == TurnSummary(
+        turn_id="turn-1",
+        status="completed",
+        prompts=["refund order 7"],
+        final_text="done",
+        tool_calls=[
+            ToolRecord(
+                tool_call_id="call-refund",
+                tool_name="create_refund",
+                arguments={"orderId": "7"},
+                status="finished",
+                output="refunded",
+            )
+        ],
+        usage=USAGE + USAGE,
+    )
+    # A late repeat of the resolve is known (not refused) and answers False.
+    assert check_resolution(ended.state, "intr-1") is None
+    late = apply_resolution(
+        ended.state,
+        interrupt_id="intr-1",
+        approved=True,
+        rejection_message=None,
+        update_id="resolve-late",
+    )
+    assert late == UpdateOutcome(state=ended.state, answer=False)
+
+
+def test_the_resolved_interrupt_window_keeps_the_latest_200() -> None:
+    state = waiting(REFUND)
+    state = replace(state, resolved_interrupts=[f"old-{i}" for i in range(200)])
+    state = settle_approval(resolved(state, approved=False)).state
+    state = advance(state, OPTIONS, now=NOW).state
+
+    ended = model_answered(state, segment_id="seg-2", final_text="ok", usage=USAGE)
+
+    assert ended.state.resolved_interrupts == [
+        *(f"old-{i}" for i in range(1, 200)),
+        "intr-1",
+    ]
+
+
+def test_messages_queued_during_a_turn_wait_for_the_next_turn() -> None:
+    state = queued("during", state=running("first"))
+    assert state.active is not None and state.active.pending_count == 1
+    assert state.pending[-1] == UserPrompt(text="during")
+
+    ended = model_answered(state, segment_id="seg", final_text="a", usage=USAGE)
+
+    assert ended.state.pending == [UserPrompt(text="during")]
+    assert ended.state.inbox == 1
+    assert has_work(ended.state)
+    assert session_status(ended.state) == "running"
+    nxt = start_turn(ended.state).state
+    assert nxt.active == ActiveTurn(
+        turn_id="turn-2", pending_count=1, prompts=["during"]
+    )
+    step = advance(nxt, OPTIONS, now=NOW).step
+    assert step == RunModelStep(
+        turn_id="turn-2",
+        segment=1,
+        transcript_head="seg",
+        pending=(UserPrompt(text="during"),),
+    )
+
+
+# ----- continue-as-new ----------------------------------------------------------
+
+
+def test_continue_as_new_while_an_approval_waits_picks_up_the_same_interrupt() -> None:
+    state = waiting(REFUND, READ)
+
+    # Temporal suggests continue-as-new while nobody answers.
+    wait = settle_approval(state)
+    assert wait == Transition(state=state, step=ContinueAsNewStep())
+
+    after = carried(wait.state)
+
+    assert after == replace(state, runs=2)
+    assert session_status(after) == "waiting_for_approval"
+    later = NOW + timedelta(minutes=2)
+    assert advance(after, OPTIONS, now=later) == Transition(
+        state=after,
+        step=AwaitApprovalStep(interrupt_id="intr-1", timeout=timedelta(minutes=3)),
+    )
+    # The approval reaches the new run and the turn goes on where it was.
+    settled = settle_approval(resolved(after, approved=True))
+    assert settled.state.active is not None
+    assert settled.state.active.phase == "execute"
+    assert advance(settled.state, OPTIONS, now=later).step == CallToolStep(
+        turn_id="turn-1",
+        call=REFUND,
+        tool_step="call_single_attempt_tool",
+        attempts=1,
+        timeout=timedelta(minutes=10),
+    )
+
+
+def test_a_message_retried_across_continue_as_new_is_queued_once() -> None:
+    state = queued("hello")
+    after = carried(state)
+
+    retry = queue_message(
+        after, UserPrompt(text="hello"), update_id="send-hello", images_supported=False
+    )
+
+    assert retry == UpdateOutcome(state=after, answer=True)
+    assert retry.state.pending == [UserPrompt(text="hello")]
+    assert retry.state.inbox == 1
+
+
+def test_a_resolve_retried_across_continue_as_new_answers_already_applied() -> None:
+    state = resolved(waiting(REFUND), approved=True)
+    after = carried(state)
+
+    retry = apply_resolution(
+        after,
+        interrupt_id="intr-1",
+        approved=True,
+        rejection_message=None,
+        update_id="resolve-1",
+    )
+    assert retry == UpdateOutcome(state=after, answer=True)
+    # Another request for the same interrupt is a repeat: False, nothing changes.
+    other = apply_resolution(
+        after,
+        interrupt_id="intr-1",
+        approved=False,
+        rejection_message="no",
+        update_id="resolve-2",
+    )
+    assert other == UpdateOutcome(state=after, answer=False)
+
+
+def test_the_update_id_window_keeps_the_latest_500() -> None:
+    state = starting_state(None, session_id="s1")
+    for i in range(600):
+        state = queue_message(
+            state, UserPrompt(text=f"m{i}"), update_id=f"u{i}", images_supported=False
+        ).state
+    assert state.update_ids == [f"u{i}" for i in range(100, 600)]
+    # An Update without an ID (sent outside an Update handler) is never deduplicated.
+    again = queue_message(
+        state, UserPrompt(text="x"), update_id=None, images_supported=False
+    )
+    assert again.state.update_ids == state.update_ids
+    assert len(again.state.pending) == 601
+
+
+# ----- Update validation --------------------------------------------------------
+
+
+def test_the_queue_holds_at_most_100_messages() -> None:
+    state = queued(*(f"m{i}" for i in range(99)))
+    # Failure notes do not count against the cap.
+    state = replace(state, pending=[failure_note("turn-0", "x", []), *state.pending])
+    assert check_message(state, UserPrompt(text="one more")) is None
+
+    full = queued("m99", state=state)
+
+    assert check_message(full, UserPrompt(text="one more")) == Refusal(
+        reason="queue_full",
+        message="session 's1' already has 100 messages waiting for a turn (the most "
+        "it queues); wait until it answers (`wait_for_idle`) and send this message again",
+    )
+
+
+def test_a_message_needs_text_images_or_a_reference() -> None:
+    state = starting_state(None, session_id="s1")
+    assert check_message(state, UserPrompt(text="  ")) == (
+        Refusal(
+            reason="invalid_message",
+            message="user message text must be a non-empty string, got '  '",
+        )
+    )
+    assert check_message(state, UserPrompt(text="", images=(IMAGE,))) is None
+    assert check_message(state, UserPrompt(text="", text_ref=REF)) is None
+
+
+def test_a_long_message_must_travel_by_reference() -> None:
+    state = starting_state(None, session_id="s1")
+    text = "é" * 1025  # 2,050 bytes
+    assert check_message(state, UserPrompt(text=text)) == (
+        Refusal(
+            reason="invalid_message",
+            message="a user message of 2050 bytes must travel by reference (more than "
+            "2048 bytes inline); send it with `dex_agents.send_user_message` or "
+            "`SessionClient`, which store it first",
+        )
+    )
+    assert check_message(state, UserPrompt(text=text, text_ref=REF)) is None
+
+
+def test_images_the_runner_cannot_send_are_refused_without_queueing() -> None:
+    state = starting_state(None, session_id="s1")
+    image = ImageReference(media_type="image/png", key="abc.png", sha256="abc", size=3)
+    prompt = UserPrompt(text="look", images=(image,))
+
+    refused = queue_message(state, prompt, update_id="u1", images_supported=False)
+    assert refused == UpdateOutcome(state=state, answer=False)
+
+    accepted = queue_message(state, prompt, update_id="u1", images_supported=True)
+    assert accepted.answer
+    assert accepted.state.pending == [prompt]
+
+
+def test_an_unknown_interrupt_is_refused() -> None:
+    state = waiting(REFUND)
+    assert check_resolution(state, "intr-1") is None
+    assert check_resolution(state, "intr-x") == Refusal(
+        reason="unknown_interrupt",
+        message="session 's1' has no interrupt 'intr-x'; pending interrupts: ['intr-1']",
+    )
+
+
+# ----- carried states -----------------------------------------------------------
+
+
+def test_a_state_carried_by_0_1_0_waiting_for_approval_migrates() -> None:
+    data = (CARRIED / "waiting_for_approval.0.1.0.json").read_bytes()
+    carried_input = INPUT_JSON.validate_json(data)
+    assert carried_input.state is not None
+    assert len(carried_input.state.turns) == 3
+
+    state = starting_state(carried_input.state, session_id="legacy-waiting")
+
+    assert state.runs == 4
+    assert state.turns == []
+    assert [t.number for t in state.unpublished] == [1, 2]
+    assert [summary(t).final_text for t in state.unpublished] == [
+        "said: warm up",
+        "said: second turn",
+    ]
+    assert state.active is not None
+    assert state.active.prompts == ['call create_refund {"orderId": "4"}']
+    assert state.active.usage == Usage(
+        input_tokens=20, output_tokens=5, model_calls=1, cost_usd=0.001
+    )
+    assert list(state.interrupts) == ["intr_a239e66caaa1422d"]
+    assert state.resolved_interrupts == []
+    assert advance(state, OPTIONS, now=NOW) == Transition(
+        state=state,
+        step=AwaitApprovalStep(interrupt_id="intr_a239e66caaa1422d", timeout=None),
+    )
+    # A state of this release goes through continue-as-new unchanged.
+    assert carried(state) == replace(state, runs=5)
+
+
+def test_a_state_carried_by_0_1_0_idle_drops_the_interrupts_of_ended_turns() -> None:
+    data = (CARRIED / "idle_after_failure.0.1.0.json").read_bytes()
+    carried_input = INPUT_JSON.validate_json(data)
+    assert carried_input.state is not None
+
+    state = starting_state(carried_input.state, session_id="legacy-idle")
+
+    assert state.interrupts == {}
+    assert state.resolved_interrupts == ["intr_c04659ed700f473b"]
+    assert [t.number for t in state.unpublished] == [1, 2, 3, 4, 5, 6]
+    assert summary(state.unpublished[4]).tool_calls == [
+        ToolRecord(
+            tool_call_id="call_turn-5_0",
+            tool_name="create_refund",
+            arguments={"orderId": "5"},
+            status="rejected",
+            rejection_message="not now",
+        )
+    ]
+    assert session_status(state) == "idle"
+    assert not has_work(state)
+    # The failed turn's prompt and note go with the next message.
+    nxt = start_turn(queued("again", state=state)).state
+    assert nxt.active == ActiveTurn(
+        turn_id="turn-7", pending_count=3, prompts=["again"]
+    )
+
+
+# ----- purity -------------------------------------------------------------------
+
+
+def _approved(state: SessionState) -> SessionState:
+    return resolved(state, approved=True)
+
+
+PHASE_CHANGES: dict[str, tuple[Callable[[], SessionState], Change]] = {
+    "start_turn": (lambda: queued("x"), start_turn),
+    "advance to execute": (
+        lambda: at_calls(READ),
+        lambda s: advance(s, OPTIONS, now=NOW),
+    ),
+    "advance to resume": (
+        lambda: (
+            record_outcome(
+                advance(at_calls(READ), OPTIONS, now=NOW).state, output="o"
+            ).state
+        ),
+        lambda s: advance(s, OPTIONS, now=NOW),
+    ),
+    "calls_requested": (
+        lambda: running("x"),
+        lambda s: calls_requested(
+            s, segment_id="g", calls=[READ], run_state={}, usage=USAGE
+        ),
+    ),
+    "model_answered": (
+        lambda: running("x"),
+        lambda s: model_answered(s, segment_id="g", final_text="a", usage=USAGE),
+    ),
+    "model_failed": (
+        lambda: running("x"),
+        lambda s: model_failed(s, OPTIONS, error="e", too_large=True),
+    ),
+    "open_interrupt": (
+        lambda: at_calls(REFUND),
+        lambda s: open_interrupt(s, OPTIONS, interrupt_id="i", now=NOW),
+    ),
+    "settle_approval": (lambda: _approved(waiting(REFUND)), settle_approval),
+    "settle by deadline": (
+        lambda: waiting(REFUND),
+        lambda s: settle_approval(s, timed_out=True),
+    ),
+    "record_outcome": (
+        lambda: advance(at_calls(READ), OPTIONS, now=NOW).state,
+        lambda s: record_outcome(s, output="o"),
+    ),
+    "record_unknown_outcome": (
+        lambda: advance(at_calls(READ), OPTIONS, now=NOW).state,
+        lambda s: record_unknown_outcome(s, error="e"),
+    ),
+    "queue_message": (
+        lambda: running("x"),
+        lambda s: queue_message(
+            s, UserPrompt(text="y"), update_id="u", images_supported=False
+        ),
+    ),
+    "apply_resolution": (lambda: waiting(REFUND), _approved),
+}
+
+
+@pytest.mark.parametrize("name", list(PHASE_CHANGES))
+def test_transitions_never_change_the_state_they_are_given(name: str) -> None:
+    build, change = PHASE_CHANGES[name]
+    given = build()
+    before = copy.deepcopy(given)
+
+    after = change(given)
+
+    assert given == before
+    new_state = after if isinstance(after, SessionState) else after.state
+    assert new_state != before
