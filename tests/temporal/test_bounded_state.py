@@ -23,8 +23,8 @@ from dex_agents.session import (
     blob_reference,
 )
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
+from dex_agents.testing import Ledger, LedgerFlowConfig, ledger_flow
 
 CARRIED_LIMIT = 64 * 1024
 EVENT_LIMIT = 256 * 1024
@@ -55,6 +55,16 @@ async def _query_bytes(client: Client, session_id: str) -> int:
     return raw.payload.ByteSize()
 
 
+def _rig(
+    client: Client, tmp_path: Path, flow_type: str, **overrides: object
+) -> tuple[LedgerFlowConfig, AgentSessionFlow, SQLiteRuntimeStore, SessionClient]:
+    """A ledger flow (with `overrides` in its config), its store and a session client."""
+    config = make_config(tmp_path, flow_type, **overrides)
+    flow = ledger_flow(config)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    return config, flow, store, SessionClient(client, flow, store)
+
+
 def _filler(n: int, seed: str) -> str:
     """`n` characters that differ per seed (so no two messages share a blob)."""
     unit = hashlib.sha256(seed.encode()).hexdigest()
@@ -65,10 +75,9 @@ def _filler(n: int, seed: str) -> str:
 async def test_1000_turns_of_10_kb_messages_stay_bounded_and_every_turn_reads_back(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type, continue_as_new_after_events=400)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = _rig(
+        client, tmp_path, flow_type, continue_as_new_after_events=400
+    )
     sid = "bounded-1000-turns"
     turns = 1000
     texts = [f"say {n:04d} " + _filler(10_240, str(n)) for n in range(1, turns + 1)]
@@ -117,9 +126,7 @@ async def test_1000_turns_of_10_kb_messages_stay_bounded_and_every_turn_reads_ba
 async def test_3_mb_and_20_mb_messages_are_answered_whole_and_history_stays_small(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    _, flow, store, sessions = _rig(client, tmp_path, flow_type)
     sid = "bounded-large-messages"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid)
@@ -144,9 +151,7 @@ async def test_3_mb_and_20_mb_messages_are_answered_whole_and_history_stays_smal
 async def test_a_message_over_the_maximum_names_the_limit_and_writes_nothing(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    _, flow, store, sessions = _rig(client, tmp_path, flow_type)
     sid = "bounded-over-maximum"
     text = "x" * (MAX_USER_MESSAGE_BYTES + 1)
     async with create_worker(client, [flow], store=store):
@@ -171,10 +176,9 @@ async def test_a_message_over_the_maximum_names_the_limit_and_writes_nothing(
 async def test_a_message_too_large_for_the_model_fails_its_turn_and_the_next_is_answered(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type, max_input_bytes=1_000_000)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = _rig(
+        client, tmp_path, flow_type, max_input_bytes=1_000_000
+    )
     sid = "bounded-too-large-for-model"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message="say " + _filler(2_000_000, "big"))
@@ -195,10 +199,7 @@ async def test_a_message_too_large_for_the_model_fails_its_turn_and_the_next_is_
 async def test_long_tool_inputs_and_outputs_travel_by_reference_and_arrive_whole(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = _rig(client, tmp_path, flow_type)
     sid = "bounded-tool-output"
     sku = _filler(300_000, "sku")
     async with create_worker(client, [flow], store=store):
@@ -236,9 +237,7 @@ async def test_long_tool_inputs_and_outputs_travel_by_reference_and_arrive_whole
 async def test_waiting_on_an_idle_session_adds_no_history(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    _, flow, store, sessions = _rig(client, tmp_path, flow_type)
     sid = "bounded-idle-wait"
     handle = client.get_workflow_handle(sid)
     async with create_worker(client, [flow], store=store):
@@ -257,9 +256,7 @@ async def test_waiting_on_an_idle_session_adds_no_history(
 async def test_the_snapshot_pages_turns_and_the_history_walks_back(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    _, flow, store, sessions = _rig(client, tmp_path, flow_type)
     sid = "bounded-paging"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid)
@@ -285,10 +282,7 @@ async def test_the_snapshot_pages_turns_and_the_history_walks_back(
 async def test_a_full_queue_refuses_the_next_message_with_a_clear_error(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = _rig(client, tmp_path, flow_type)
     sid = "bounded-queue"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message="say first ;; pause held")

@@ -165,10 +165,7 @@ def turn_number(turn_id: str) -> int:
 
 def clip(text: str | None) -> str:
     """`text` cut to `SUMMARY_TEXT_LIMIT` characters for a summary."""
-    text = text or ""
-    if len(text) <= SUMMARY_TEXT_LIMIT:
-        return text
-    return text[: SUMMARY_TEXT_LIMIT - 1] + "…"
+    return preview(text or "", SUMMARY_TEXT_LIMIT)
 
 
 def _clipped_record(record: ToolRecord) -> ToolRecord:
