@@ -7,12 +7,39 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from claude_harness import Hermetic, Ledger, SessionDriver, runner_for
 
 from dex_agents._errors import SessionError
+from dex_agents.claude import _process
+
+LAUNCHERS = ["util-linux", "python"]
+"""How the CLI is started: `sh` + `setsid` + `setpriv`, or the Python launcher (fallback)."""
+
+
+@pytest.fixture(params=LAUNCHERS)
+def launcher(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    if request.param == "python":
+        monkeypatch.setattr(_process, "_util_linux_tools", lambda: None)
+    elif _process._util_linux_tools() is None:  # pyright: ignore[reportPrivateUsage]
+        pytest.skip("util-linux setsid/setpriv --pdeathsig are not installed")
+    scripts: list[str] = []
+    write = _process._launch_script  # pyright: ignore[reportPrivateUsage]
+
+    def spy(real_cli: str, pid_file: Path) -> str:
+        scripts.append(write(real_cli, pid_file))
+        return scripts[-1]
+
+    monkeypatch.setattr(_process, "_launch_script", spy)
+    yield str(request.param)
+    # In-process segments ran the launcher this parameter names.
+    word = "setpriv" if request.param == "util-linux" else "_launcher.py"
+    assert all(word in script for script in scripts), scripts
 
 
 def processes_in(cwd: Path) -> list[int]:
@@ -48,13 +75,16 @@ async def test_an_error_result_fails_the_attempt(hermetic: Hermetic) -> None:
     assert raised.value.retryable
 
 
-async def test_a_cancelled_attempt_kills_the_cli(hermetic: Hermetic) -> None:
+async def test_a_cancelled_attempt_kills_the_cli(
+    hermetic: Hermetic, launcher: str
+) -> None:
     cwd = hermetic.base / "cwd"
     driver = SessionDriver(runner_for(hermetic, Ledger()))
     task = asyncio.create_task(driver.turn("dex-script: say hi ;; pause g1"))
     try:
         await hermetic.api.wait_paused("g1")
         assert processes_in(cwd), "the CLI should be running in the segment's cwd"
+        _assert_launched_by(cwd, launcher)
         started = time.monotonic()
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -69,7 +99,9 @@ WORKER = textwrap.dedent(
     """
     import asyncio, json, sys
     from claude_agent_sdk import ClaudeAgentOptions
-    from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
+    from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner, _process
+    if sys.argv[4] == "python":
+        _process._util_linux_tools = lambda: None
     sys.path.insert(0, sys.argv[1])
     from claude_harness import Hermetic, Ledger, SessionDriver, runner_for
 
@@ -81,7 +113,9 @@ WORKER = textwrap.dedent(
 )
 
 
-async def test_the_cli_dies_with_a_sigkilled_worker(hermetic: Hermetic) -> None:
+async def test_the_cli_dies_with_a_sigkilled_worker(
+    hermetic: Hermetic, launcher: str
+) -> None:
     import json
 
     cwd = hermetic.base / "cwd"
@@ -94,12 +128,14 @@ async def test_the_cli_dies_with_a_sigkilled_worker(hermetic: Hermetic) -> None:
             str(Path(__file__).parent),
             json.dumps(hermetic.env),
             str(cwd),
+            launcher,
         ],
         env={**os.environ, **hermetic.env},
     )
     try:
         await hermetic.api.wait_paused("g2", timeout=60)
         assert processes_in(cwd)
+        _assert_launched_by(cwd, launcher)
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
         assert await wait_until_gone(cwd) == []
@@ -107,3 +143,10 @@ async def test_the_cli_dies_with_a_sigkilled_worker(hermetic: Hermetic) -> None:
         if worker.poll() is None:
             worker.kill()
         hermetic.api.open_gate("g2")
+
+
+def _assert_launched_by(cwd: Path, launcher: str) -> None:
+    """The CLI leads its own process group (both launchers call setsid)."""
+    del launcher
+    (pid,) = processes_in(cwd)
+    assert os.getpgid(pid) == pid
