@@ -132,7 +132,7 @@ class TurnPhases:
     segment: float
     """The `run_model` activity: the CLI segment plus storing its messages."""
     to_idle: float
-    """Activity completed → the `wait_for_idle` Update completed (workflow task, publish)."""
+    """Activity completed → the `send_and_wait` Update completed (workflow task, publish)."""
     client_read: float
     """Then: the Update's answer, the snapshot Query and the transcript read."""
     runner: float
@@ -244,8 +244,7 @@ class ClaudeBench:
         lookups = self.clock.lookups
         started_wall = time.time()
         started = time.monotonic()
-        await self.sessions.send_user_message(session_id, prompt)
-        snapshot = await self.sessions.wait_for_idle(session_id)
+        snapshot = await self.sessions.send_and_wait(session_id, prompt)
         elapsed = time.monotonic() - started
         turn = snapshot.turns[-1]
         if turn.status != "completed" or not turn.final_text:
@@ -321,8 +320,7 @@ class ClaudeBench:
         """An approved write: the deferring segment, the approval, the resumed one."""
         refunds = len(self.clock.refunds_started)
         started = time.monotonic()
-        await self.sessions.send_user_message(session_id, WRITE)
-        snapshot = await self.sessions.wait_for_idle(session_id)
+        snapshot = await self.sessions.send_and_wait(session_id, WRITE)
         waiting = time.monotonic()
         if snapshot.status != "waiting_for_approval" or not snapshot.pending_interrupts:
             raise BenchError(f"the write did not wait for approval: {snapshot.status}")

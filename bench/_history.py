@@ -42,7 +42,7 @@ class TurnCost:
     """Bytes the turn added; None when the session continued as new during it."""
     history_events: int | None
     turn_s: float
-    """Message sent → `wait_for_idle` returned the snapshot (its latest turn from the store)."""
+    """Message sent → `send_and_wait` returned the snapshot (its latest turn from the store)."""
     carried_bytes: int | None = None
     """The state the session carried into the run that started during this turn."""
 
@@ -90,8 +90,7 @@ async def history_per_turn(rig: Rig) -> tuple[list[Row], Any]:
             for turn in range(1, turns + 1):
                 message = _message(turn)
                 started = time.monotonic()
-                await sessions.send_user_message(session_id, message)
-                snapshot = await sessions.wait_for_idle(session_id, turns=1)
+                snapshot = await sessions.send_and_wait(session_id, message, turns=1)
                 idle = time.monotonic()
                 if not snapshot.turns[-1].final_text.startswith(f"said: turn {turn} "):
                     raise BenchError(f"turn {turn} ended {snapshot.turns[-1]}")
@@ -148,8 +147,8 @@ def _wait_row(waits: list[tuple[int, int]]) -> Row:
         samples=len(sizes),
         note=(
             f"{events:.0f} events per call: an idle session is answered by a Query "
-            "(not persisted); 4a–4d include the one `wait_for_idle` each turn makes "
-            "(an Update, since the turn is running)"
+            "(not persisted); in 4a–4d each turn is one `send_and_wait` Update "
+            "(message and answer in one round trip)"
         ),
     )
 
@@ -251,7 +250,7 @@ def _rows(costs: list[TurnCost], turns: int) -> list[Row]:
     wall_base, wall_last = _wall(base), _wall(last)
     skipped = [c.turn for c in costs if c.history_bytes is None]
     note = (
-        f"message sent → `wait_for_idle` returned with the latest turn (medians): "
+        f"message sent → `send_and_wait` returned with the latest turn (medians): "
         f"turn 1 {_stats.median(_wall(first)) * 1000:.0f} ms, {base_label} "
         f"{_stats.median(wall_base) * 1000:.0f} ms, turn {turns} "
         f"{_stats.median(wall_last) * 1000:.0f} ms; scripted runner, no model, "

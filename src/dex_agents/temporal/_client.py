@@ -40,7 +40,7 @@ from ._models import (
 )
 from ._plugin import plugin_store
 from ._snapshot import AgentSnapshot, turn_number
-from ._workflow import INVALID_MESSAGE, QUEUE_FULL, UNKNOWN_INTERRUPT
+from ._workflow import INVALID_MESSAGE, NO_IMAGES, QUEUE_FULL, UNKNOWN_INTERRUPT
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
 _turn_json = TypeAdapter(TurnSummary)
@@ -67,7 +67,7 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
         if isinstance(cause, ApplicationError):
             if cause.type == UNKNOWN_INTERRUPT:
                 raise UnknownInterruptError(session_id, interrupt_id) from err
-            if cause.type in (INVALID_MESSAGE, QUEUE_FULL):
+            if cause.type in (INVALID_MESSAGE, QUEUE_FULL, NO_IMAGES):
                 raise UserError(cause.message) from err
         raise
     except RPCError as err:
@@ -218,6 +218,55 @@ async def send_user_message(
         return await _handle(client, session_id).execute_update(
             "send_user_message", message, result_type=bool
         )
+
+
+async def send_and_wait(
+    client: Client,
+    flow: AgentSessionFlow | None,
+    session_id: str,
+    text: str,
+    images: Sequence[ImageReference] | None = None,
+    *,
+    store: RuntimeStore | None = None,
+    turns: int = RECENT_TURNS,
+) -> AgentSnapshot:
+    """Send a user message and return the snapshot once its turn is over.
+
+    The same as `send_user_message` followed by `wait_for_idle`, in one Update
+    instead of an Update, a Query and another Update: the turn's answer (or the
+    approval it waits for) arrives a round trip sooner, and the session's
+    history holds fewer events. A worker older than this call gets the two calls.
+
+    Raises:
+        UserError: as `send_user_message`, and for images the session's runner
+            cannot send (nothing is queued).
+    """
+    del flow
+    store = store or plugin_store(client)
+    message = await user_message_input(session_id, text, images, store)
+    try:
+        with _update_errors(session_id):
+            snapshot = await _handle(client, session_id).execute_update(
+                "send_and_wait", message, result_type=AgentSnapshot
+            )
+    except WorkflowUpdateFailedError as err:
+        cause = err.cause
+        if not (isinstance(cause, ApplicationError) and _NO_HANDLER in cause.message):
+            raise
+        # A worker of a release before `send_and_wait`: nothing was queued.
+        if not await send_user_message(
+            client, None, session_id, text, images, store=store
+        ):
+            raise UserError(_NO_IMAGES_MESSAGE) from err
+        return await wait_for_idle(client, None, session_id, store=store, turns=turns)
+    return await with_recent_turns(snapshot, store, turns)
+
+
+_NO_HANDLER = "Update handler for 'send_and_wait' expected but not found"
+_NO_IMAGES_MESSAGE = (
+    "this session's runner cannot send images; send text only, or give the agent "
+    "definition a media store"
+)
 
 
 async def resolve_interrupt(
@@ -398,6 +447,25 @@ class SessionClient:
         """See `send_user_message`."""
         return await send_user_message(
             self.client, self.flow, session_id, text, images, store=self.store
+        )
+
+    async def send_and_wait(
+        self,
+        session_id: str,
+        text: str,
+        images: Sequence[ImageReference] | None = None,
+        *,
+        turns: int = RECENT_TURNS,
+    ) -> AgentSnapshot:
+        """See `send_and_wait`."""
+        return await send_and_wait(
+            self.client,
+            self.flow,
+            session_id,
+            text,
+            images,
+            store=self.store,
+            turns=turns,
         )
 
     async def resolve_interrupt(

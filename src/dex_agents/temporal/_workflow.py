@@ -48,6 +48,7 @@ UNKNOWN_INTERRUPT = "UnknownInterrupt"
 INVALID_MESSAGE = "InvalidUserMessage"
 QUEUE_FULL = "MessageQueueFull"
 TOO_LARGE = "MessageTooLargeError"
+NO_IMAGES = "ImagesNotSupported"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
 
 _Result = TypeVar("_Result")
@@ -131,6 +132,43 @@ class AgentSessionWorkflow:
     def _validate_user_message(self, input: UserMessageInput) -> None:
         # A validator does no I/O, so whether the runner takes images is
         # decided in the handler.
+        _refuse(session.check_message(self.state, input.prompt))
+
+    @workflow.update
+    async def send_and_wait(self, input: UserMessageInput) -> AgentSnapshot:
+        """Queue a user message and answer once its turn is over: one round trip.
+
+        "Over" means what `idle_snapshot` means: answered, failed, or waiting for
+        approval. A retry of an Update already applied (across continue-as-new)
+        queues nothing and waits only for the session to be idle.
+        """
+        target = self.state.turn_counter + 1
+        outcome = session.queue_message(
+            self.state,
+            input.prompt,
+            update_id=_update_id(),
+            images_supported=self.supports_images,
+        )
+        if not outcome.answer:
+            raise ApplicationError(
+                "this session's runner cannot send images; send text only, or give "
+                "the agent definition a media store",
+                type=NO_IMAGES,
+                non_retryable=True,
+            )
+        if outcome.state is self.state:
+            target = 0  # already queued by the first try of this Update
+        self.state = outcome.state
+        await workflow.wait_condition(
+            lambda: (
+                self.state.turn_counter >= target
+                and session.session_status(self.state) != "running"
+            )
+        )
+        return self._snapshot()
+
+    @send_and_wait.validator
+    def _validate_send_and_wait(self, input: UserMessageInput) -> None:
         _refuse(session.check_message(self.state, input.prompt))
 
     @workflow.update
