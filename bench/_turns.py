@@ -70,7 +70,8 @@ def _ratio_row(
 
 async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
     """Figure 1: a one-segment turn, durable vs the bare adapter vs plain `query()`."""
-    runs = 3 if rig.quick else 15
+    # 30, not 15: a CLI start varies by tens of ms, and 1a is a difference of medians.
+    runs = 3 if rig.quick else 30
     # Untimed: the first CLI start pays for a cold page cache.
     await bench.durable_turn(await bench.new_session("warm"), SAY)
     await bench.plain_turn(SAY)
