@@ -628,6 +628,50 @@ async def _json_round_trips(store: RuntimeStore) -> None:
     )
 
 
+async def _snapshots_page_by_status_and_cursor(store: RuntimeStore) -> None:
+    for n, status in enumerate(["idle", "running", "idle", "waiting", "idle"]):
+        sid = f"p{n}"
+        await store.put_snapshot(
+            sid, {"session_id": sid, "version": 1, "status": status}
+        )
+
+    def ids(page: list[JsonObject]) -> list[object]:
+        return [s.get("session_id") for s in page]
+
+    first = await store.list_snapshots(limit=2)
+    _check(
+        ids(first) == ["p4", "p3"], f"a page holds the newest `limit` ({ids(first)})"
+    )
+    second = await store.list_snapshots(limit=2, before="p3")
+    _check(
+        ids(second) == ["p2", "p1"],
+        f"`before` continues after that session ({ids(second)})",
+    )
+    rest = await store.list_snapshots(limit=2, before="p1")
+    _check(ids(rest) == ["p0"], f"the last page is short ({ids(rest)})")
+    idle = await store.list_snapshots(status="idle")
+    _check(ids(idle) == ["p4", "p2", "p0"], f"`status` filters ({ids(idle)})")
+    idle_after = await store.list_snapshots(status="idle", limit=1, before="p4")
+    _check(
+        ids(idle_after) == ["p2"],
+        f"`status`, `limit` and `before` combine ({ids(idle_after)})",
+    )
+    _check(
+        await store.list_snapshots(status="ended") == [],
+        "a status no session has lists nothing",
+    )
+    await _raises(
+        UserError,
+        lambda: store.list_snapshots(before="nobody"),
+        "an unknown `before` is a UserError, not an empty page",
+    )
+    await _raises(
+        UserError,
+        lambda: store.list_snapshots(limit=0),
+        "`limit=0` is a UserError",
+    )
+
+
 _RULES: Sequence[Callable[[RuntimeStore], Awaitable[None]]] = (
     _segments_are_immutable,
     _chains_read_oldest_first,
@@ -638,6 +682,7 @@ _RULES: Sequence[Callable[[RuntimeStore], Awaitable[None]]] = (
     _event_cursors_are_per_session,
     _read_after_cursor_with_limit,
     _snapshots_keep_the_highest_version,
+    _snapshots_page_by_status_and_cursor,
     _json_round_trips,
 )
 

@@ -27,6 +27,7 @@ from ._rules import (
     poll_events,
     snapshot_version,
     turn_number,
+    unknown_cursor,
 )
 
 _EVENT = TypeAdapter(EventRecord)
@@ -192,13 +193,43 @@ class InMemoryRuntimeStore:
         current = self._snapshots.get(session_id)
         return None if current is None else _JSON_OBJECT.validate_json(current[2])
 
-    async def list_snapshots(self) -> list[JsonObject]:
-        """Every session's projection, most recently updated first."""
+    async def list_snapshots(
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[JsonObject]:
+        """Sessions' projections, most recently updated first, a page at a time.
+
+        `status` keeps only projections whose `status` is that value; `limit`
+        caps the page; `before` is the `session_id` that ended the previous page
+        (a session updated between two pages moves to the front: a changing
+        list is paged by when each session last changed).
+
+        Raises:
+            UserError: `limit` is below 1, or `before` names no listed session.
+        """
         self._check_open()
+        at_least_one("limit", limit)
+        bound = float("inf")
+        if before is not None:
+            if before not in self._snapshots:
+                raise unknown_cursor(before)
+            bound = self._snapshots[before][1]
         newest_first = sorted(
-            self._snapshots.values(), key=lambda s: s[1], reverse=True
+            (s for s in self._snapshots.values() if s[1] < bound),
+            key=lambda s: s[1],
+            reverse=True,
         )
-        return [_JSON_OBJECT.validate_json(body) for _, _, body in newest_first]
+        page: list[JsonObject] = []
+        for _, _, body in newest_first:
+            snapshot = _JSON_OBJECT.validate_json(body)
+            if status is None or snapshot.get("status") == status:
+                page.append(snapshot)
+            if limit is not None and len(page) == limit:
+                break
+        return page
 
     async def close(self) -> None:
         """Mark the store closed; its contents are dropped with it."""

@@ -44,6 +44,7 @@ from ._rules import (
     poll_events,
     snapshot_version,
     turn_number,
+    unknown_cursor,
 )
 
 try:
@@ -577,10 +578,39 @@ class PostgresRuntimeStore:
         )
         return _JSON_OBJECT.validate_json(rows[0][0]) if rows else None
 
-    async def list_snapshots(self) -> list[JsonObject]:
-        """Every session's projection, most recently updated first."""
+    async def list_snapshots(
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[JsonObject]:
+        """Sessions' projections, most recently updated first, a page at a time.
+
+        `status` keeps only projections whose `status` is that value; `limit`
+        caps the page; `before` is the `session_id` that ended the previous page
+        (a session updated between two pages moves to the front: a changing
+        list is paged by when each session last changed).
+
+        Raises:
+            UserError: `limit` is below 1, or `before` names no listed session.
+        """
+        at_least_one("limit", limit)
+        bound: int | None = None
+        if before is not None:
+            found = await self._fetch(
+                f"SELECT updated_order FROM {self._p}snapshots WHERE session_id = %s",
+                (before,),
+            )
+            if not found:
+                raise unknown_cursor(before)
+            bound = int(found[0][0])
         rows = await self._fetch(
-            f"SELECT body FROM {self._p}snapshots ORDER BY updated_order DESC", ()
+            f"SELECT body FROM {self._p}snapshots"
+            " WHERE (%(bound)s::bigint IS NULL OR updated_order < %(bound)s::bigint)"
+            " AND (%(status)s::text IS NULL OR body::jsonb ->> 'status' = %(status)s::text)"
+            " ORDER BY updated_order DESC LIMIT %(limit)s::bigint",
+            {"bound": bound, "status": status, "limit": limit},
         )
         return [_JSON_OBJECT.validate_json(body) for (body,) in rows]
 

@@ -145,8 +145,23 @@ class RuntimeStore(Protocol):
         """The last projection of the session, or None."""
         ...
 
-    async def list_snapshots(self) -> list[JsonObject]:
-        """Every session's projection, most recently updated first."""
+    async def list_snapshots(
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[JsonObject]:
+        """Sessions' projections, most recently updated first, a page at a time.
+
+        `status` keeps only projections whose `status` is that value; `limit`
+        caps the page; `before` is the `session_id` that ended the previous page
+        (a session updated between two pages moves to the front: a changing
+        list is paged by when each session last changed).
+
+        Raises:
+            UserError: `limit` is below 1, or `before` names no listed session.
+        """
         ...
 
     async def close(self) -> None:

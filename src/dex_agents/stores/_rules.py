@@ -47,6 +47,14 @@ def at_least_one(name: str, value: int | None) -> None:
         raise UserError(f"`{name}` must be at least 1, got {value!r}")
 
 
+def unknown_cursor(session_id: str | None) -> UserError:
+    """The error for a `list_snapshots(before=...)` naming no listed session."""
+    return UserError(
+        f"`before={session_id!r}` names no session in this store's list; pass the "
+        "`session_id` of the last snapshot of the previous page, or None for the first"
+    )
+
+
 def turn_number(number: int) -> int:
     """A turn log key, checked: turns count from 1.
 

@@ -42,6 +42,7 @@ from ._rules import (
     poll_events,
     snapshot_version,
     turn_number,
+    unknown_cursor,
 )
 
 _T = TypeVar("_T")
@@ -478,15 +479,45 @@ class SQLiteRuntimeStore:
         body = await self._run(read)
         return None if body is None else _JSON_OBJECT.validate_json(body)
 
-    async def list_snapshots(self) -> list[JsonObject]:
-        """Every session's projection, most recently updated first."""
+    async def list_snapshots(
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
+    ) -> list[JsonObject]:
+        """Sessions' projections, most recently updated first, a page at a time.
 
-        def read(conn: sqlite3.Connection) -> list[tuple[str]]:
+        `status` keeps only projections whose `status` is that value; `limit`
+        caps the page; `before` is the `session_id` that ended the previous page
+        (a session updated between two pages moves to the front: a changing
+        list is paged by when each session last changed).
+
+        Raises:
+            UserError: `limit` is below 1, or `before` names no listed session.
+        """
+        at_least_one("limit", limit)
+
+        def read(conn: sqlite3.Connection) -> list[tuple[str]] | None:
+            bound = float("inf")
+            if before is not None:
+                row = conn.execute(
+                    "SELECT updated_at FROM snapshots WHERE session_id = ?", (before,)
+                ).fetchone()
+                if row is None:
+                    return None
+                bound = row[0]
             return conn.execute(
-                "SELECT body FROM snapshots ORDER BY updated_at DESC"
+                "SELECT body FROM snapshots WHERE updated_at < ?"
+                " AND (? IS NULL OR json_extract(body, '$.status') = ?)"
+                " ORDER BY updated_at DESC LIMIT ?",
+                (bound, status, status, -1 if limit is None else limit),
             ).fetchall()
 
-        return [_JSON_OBJECT.validate_json(body) for (body,) in await self._run(read)]
+        rows = await self._run(read)
+        if rows is None:
+            raise unknown_cursor(before)
+        return [_JSON_OBJECT.validate_json(body) for (body,) in rows]
 
     async def close(self) -> None:
         """Stop the thread pool and close every connection; idempotent."""
