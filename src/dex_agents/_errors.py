@@ -3,11 +3,16 @@
 ```
 DexAgentsError
 ├── UserError            wrong use of the API; fix the code, retrying will not help
-│   └── UnknownInterruptError
+│   ├── UnknownInterruptError
+│   ├── SessionEndedError   the session ended: it takes no more messages or approvals
+│   └── SessionBusyError    `end` without force, while the session has work in progress
 ├── SessionError         a session failed at runtime
 │   ├── SpendLimitExceeded
 │   └── MessageTooLargeError
 ├── EngineError          the Temporal engine (dev server or cluster) is unusable
+│   └── NoWorkerError    no worker took a request within its timeout (`recorded` says
+│                        whether it still applies when one starts)
+├── IdleTimeoutError     `wait_for_idle` timed out while a worker ran the turn
 └── ToolExecutionError   raised by a tool to record a failed result the model reads
 ```
 """
@@ -36,6 +41,39 @@ class UnknownInterruptError(UserError):
 
     def __reduce__(self) -> tuple[type[UnknownInterruptError], tuple[str, str]]:
         return (UnknownInterruptError, (self.session_id, self.interrupt_id))
+
+
+class SessionEndedError(UserError):
+    """The session ended (`SessionClient.end`): it takes no more messages or approvals.
+
+    Its history stays readable (`snapshot`, `history`, `events`); go on in a
+    new session with another ID.
+    """
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        super().__init__(
+            message
+            or f"session {session_id!r} has ended; it takes no more messages or "
+            "approvals. Its history stays readable; start a new session with "
+            "another ID to go on"
+        )
+        self.session_id = session_id
+        self.message = str(self)
+
+    def __reduce__(self) -> tuple[type[SessionEndedError], tuple[str, str]]:
+        return (SessionEndedError, (self.session_id, self.message))
+
+
+class SessionBusyError(UserError):
+    """`end` refused a session with work in progress; wait for it, or end with `force`."""
+
+    def __init__(self, session_id: str, message: str) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[SessionBusyError], tuple[str, str]]:
+        return (SessionBusyError, (self.session_id, self.message))
 
 
 class SessionError(DexAgentsError):
@@ -74,6 +112,96 @@ class MessageTooLargeError(SessionError):
 
 class EngineError(DexAgentsError):
     """The Temporal engine cannot be started or reached; the message says what to do."""
+
+
+class NoWorkerError(EngineError):
+    """No worker of the session's flow took a request within the caller's timeout.
+
+    Temporal hands an Update only to a running worker, and keeps it only in
+    the server's memory until one takes it. `recorded` says what became of
+    this request: True for a resolution, which the client then recorded in the
+    session's history (a Signal, kept with no worker running), so it applies
+    as soon as a worker runs the session (if the session still waits on that
+    interrupt); False for a wait, which recorded nothing (call it again once a
+    worker runs), and for a resolution that an earlier recorded one of the
+    other way overrides (`superseded` says which: the first one applies).
+    """
+
+    def __init__(
+        self,
+        session_id: str,
+        request: str,
+        *,
+        timeout: float,
+        recorded: bool,
+        superseded: str | None = None,
+    ) -> None:
+        if superseded is not None:
+            outcome = (
+                f"{superseded} of it is already recorded and applies first when a "
+                "worker starts, so this one was not recorded"
+            )
+        elif recorded:
+            outcome = (
+                "it is recorded in the session's history and applies when a worker "
+                "for its flow starts"
+            )
+        else:
+            outcome = "nothing was recorded: call it again once a worker runs"
+        super().__init__(
+            f"no worker took {request} of session {session_id!r} within "
+            f"{timeout:g} s; {outcome} (`dex-agents worker --agent module:flow` "
+            "starts one)"
+        )
+        self.session_id = session_id
+        self.request = request
+        self.timeout = timeout
+        self.recorded = recorded
+        self.superseded = superseded
+        """The earlier recorded resolution that wins (`"an approval"`), if any."""
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (
+            _no_worker_error,
+            (
+                self.session_id,
+                self.request,
+                self.timeout,
+                self.recorded,
+                self.superseded,
+            ),
+        )
+
+
+def _no_worker_error(
+    session_id: str,
+    request: str,
+    timeout: float,
+    recorded: bool,
+    superseded: str | None = None,
+) -> NoWorkerError:
+    return NoWorkerError(
+        session_id, request, timeout=timeout, recorded=recorded, superseded=superseded
+    )
+
+
+class IdleTimeoutError(DexAgentsError, TimeoutError):
+    """`wait_for_idle` reached its timeout while a worker was still running the turn.
+
+    Nothing changed: the turn goes on, and a later `wait_for_idle` sees its end.
+    It is also a `TimeoutError`, as an `asyncio.timeout` around the call would raise.
+    """
+
+    def __init__(self, session_id: str, timeout: float) -> None:
+        super().__init__(
+            f"session {session_id!r} was still running a turn after {timeout:g} s; "
+            "wait again (`wait_for_idle`), or pass a longer `timeout=`"
+        )
+        self.session_id = session_id
+        self.timeout = timeout
+
+    def __reduce__(self) -> tuple[type[IdleTimeoutError], tuple[str, float]]:
+        return (IdleTimeoutError, (self.session_id, self.timeout))
 
 
 class ToolExecutionError(DexAgentsError):

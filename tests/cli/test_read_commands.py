@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import re
 import uuid
+from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 
-from cli_harness import Served, assert_one_line_error, invoke
+from cli_harness import Served, assert_one_line_error, flow_config, invoke
 from temporalio.client import Client
 
-from dex_agents.temporal import EmbeddedEngine
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
+from dex_agents.testing import ledger_flow
 
 
 async def _waiting_for_refund(served: Served, order: str = "7") -> tuple[str, str]:
@@ -110,7 +115,12 @@ async def test_approve_runs_the_tool_once(served: Served) -> None:
     # A repeat changes nothing and says so, without failing.
     again = await served.run("approve", sid, interrupt_id)
     assert again.exit_code == 0, again.output
-    assert "already resolved" in again.stdout
+    assert f"{interrupt_id} was already approved; nothing changed" in again.stdout
+    # A late rejection says which way it went, and fails (exit code 4).
+    late = await served.run("reject", sid, interrupt_id, "-m", "too late")
+    assert_one_line_error(
+        late, f"{interrupt_id} of session {sid!r} was already approved", exit_code=4
+    )
     assert served.ledger.count("create_refund") == 1
 
 
@@ -125,6 +135,15 @@ async def test_reject_sends_the_message_and_the_tool_never_runs(
     assert snap.turns[0].final_text == (
         "done: create_refund=The user rejected this call: not today"
     )
+    assert served.ledger.count("create_refund_started") == 0
+    # An approval after it says how it went, and fails (exit code 4).
+    late = await served.run("approve", sid, interrupt_id)
+    assert_one_line_error(
+        late, "was already rejected ('not today'); this approve changed", exit_code=4
+    )
+    again = await served.run("reject", sid, interrupt_id)
+    assert again.exit_code == 0, again.output
+    assert "already rejected ('not today'); nothing changed" in again.stdout
     assert served.ledger.count("create_refund_started") == 0
 
 
@@ -197,11 +216,18 @@ async def test_no_worker_is_one_line_saying_how_to_start_one(
     sid = f"orphan-{uuid.uuid4().hex[:8]}"
     await client.start_workflow(flow_type, id=sid, task_queue=flow_type)
     target = ["--state-dir", str(engine.state_dir), "--store", str(tmp_path / "rt")]
-    for args in (["approve", sid, "intr_x"], ["show", sid], ["chat", sid]):
+    for args in (["show", sid], ["chat", sid]):
         result = await invoke(*args, *target)
         assert_one_line_error(
             result, f"no worker is serving flow '{flow_type}'", "dex-agents worker"
         )
+    # An answer is recorded for when a worker starts (exit code 3); with no store
+    # to check the interrupt against, it says so.
+    result = await invoke("approve", sid, "intr_x", *target)
+    assert result.exit_code == 3, result.output
+    assert f"recorded: the approval of intr_x (session {sid})" in result.stdout
+    assert "if the session has interrupt intr_x" in result.stdout
+    assert f"No worker serves flow '{flow_type}'" in result.stdout
     await client.get_workflow_handle(sid).terminate()
     result = await invoke("approve", sid, "intr_x", *target)
     assert_one_line_error(result, "has ended", "TERMINATED")
@@ -219,3 +245,111 @@ async def test_a_bad_agent_reference_is_a_usage_error(tmp_path: Path) -> None:
     for ref, fragment in cases.items():
         result = await invoke("worker", "--agent", ref)
         assert_one_line_error(result, fragment, exit_code=2)
+
+
+async def test_approvals_lists_every_pending_approval_of_every_session(
+    served: Served,
+) -> None:
+    first, first_id = await _waiting_for_refund(served, order="11")
+    second = served.session_id()
+    await served.sessions.start(
+        second, initial_message='call check_stock {"sku": "x1"}'
+    )
+    (stock,) = (await served.sessions.wait_for_idle(second)).pending_interrupts
+    idle = served.session_id()
+    await served.sessions.start(idle, initial_message="say hi")
+    await served.sessions.wait_for_idle(idle)
+
+    result = await served.run("approvals")
+    assert result.exit_code == 0, result.output
+    header, *rows, hint = result.stdout.splitlines()
+    assert header.split() == [
+        "SESSION", "INTERRUPT", "TOOL", "EFFECT", "INPUT", "DEADLINE", "WAITING"
+    ]  # fmt: skip
+    # The longest-waiting first; the idle session has none.
+    assert [r.split()[:4] for r in rows] == [
+        [first, first_id, "create_refund", "non"],
+        [second, stock.interrupt_id, "check_stock", "read"],
+    ]
+    assert '{"orderId": "11"}' in rows[0] and "non idempotent write" in rows[0]
+    assert re.search(r"\s-\s+\d+s$", rows[1].rstrip()), rows[1]  # no deadline
+    assert (
+        hint
+        == f"answer one: dex-agents approve {first} {first_id} (or reject ... -m 'why')"
+    )
+
+    listed = json.loads((await served.run("approvals", "--json")).stdout)
+    assert [(a["session_id"], a["interrupt_id"]) for a in listed] == [
+        (first, first_id),
+        (second, stock.interrupt_id),
+    ]
+    assert listed[0]["flow_type"] == served.flow_type
+    assert listed[0]["tool_name"] == "create_refund"
+    assert listed[0]["effect"] == "non_idempotent_write"
+    assert listed[0]["arguments"] == {"orderId": "11"}
+    assert listed[0]["deadline"] is None and listed[0]["created_at"]
+    assert "resolved" not in listed[0]
+
+    # Answered, it leaves the list.
+    await served.sessions.resolve_interrupt(first, first_id, approved=True)
+    await served.sessions.resolve_interrupt(second, stock.interrupt_id, approved=False)
+    await served.sessions.wait_for_idle(first)
+    await served.sessions.wait_for_idle(second)
+    result = await served.run("approvals")
+    assert result.exit_code == 0, result.output
+    assert "no approvals waiting in" in result.stdout
+    assert json.loads((await served.run("approvals", "--json")).stdout) == []
+
+
+async def test_show_lists_read_calls_and_only_the_messages_still_queued(
+    served: Served,
+) -> None:
+    sid = served.session_id()
+    await served.sessions.start(
+        sid, initial_message='call lookup_order {"orderId": "4"}'
+    )
+    await served.sessions.wait_for_idle(sid)
+    # A turn that runs until its gate opens, and a message queued behind it.
+    await served.sessions.send_user_message(sid, "say busy ;; pause show-gate")
+    gate = served.base / "gates" / "show-gate"
+    await served.sessions.send_user_message(sid, "say next")
+
+    result = await served.run("show", sid)
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    # The read ran inside the segment: it is shown with its result.
+    assert '⚙ lookup_order {"orderId": "4"} → finished: order 4: arrived broken' in out
+    assert "you › say busy ;; pause show-gate" in out
+    queued = out[out.index("queued messages") :]
+    assert queued.splitlines()[1:] == ["  you › say next"]
+    gate.write_text("")
+    # Idle only once the queued message's turn answered too.
+    assert (await served.sessions.wait_for_idle(sid)).status == "idle"
+    assert "queued messages" not in (await served.run("show", sid)).stdout
+
+
+async def test_deadlines_show_in_local_time_with_how_long_is_left(
+    client: Client, engine: EmbeddedEngine, tmp_path: Path, flow_type: str
+) -> None:
+    config = replace(flow_config(tmp_path, flow_type), interrupt_deadline_seconds=7200)
+    flow = ledger_flow(config)
+    store = await SQLiteRuntimeStore.open(tmp_path / "runtime.sqlite")
+    sid = f"deadline-{uuid.uuid4().hex[:8]}"
+    target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
+    async with create_worker(client, [flow], store=store):
+        sessions = SessionClient(client, flow, store)
+        await sessions.start(sid, initial_message='call create_refund {"orderId": "8"}')
+        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+        assert interrupt.deadline is not None and "." in interrupt.deadline
+        local = re.escape(
+            datetime.fromisoformat(interrupt.deadline)
+            .astimezone()
+            .strftime("%Y-%m-%d %H:%M:%S %Z")
+        )
+        left = r"\(in (1 h 59 min|2 h)\)"
+        shown = await invoke("show", sid, *target)
+        assert re.search(rf"deadline +{local} {left}", shown.stdout), shown.stdout
+        listed = await invoke("approvals", *target)
+        assert re.search(rf"{local} {left}", listed.stdout), listed.stdout
+        await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=False)
+    await store.close()

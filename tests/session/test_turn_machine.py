@@ -48,9 +48,12 @@ from dex_agents.session import (
     apply_resolution,
     approval_settled,
     calls_requested,
+    check_end,
     check_message,
     check_resolution,
+    end_session,
     failure_note,
+    finish_session,
     has_work,
     model_answered,
     model_failed,
@@ -58,6 +61,7 @@ from dex_agents.session import (
     queue_message,
     record_outcome,
     record_unknown_outcome,
+    session_finished,
     session_status,
     settle_approval,
     start_turn,
@@ -241,7 +245,7 @@ def test_an_answer_ends_the_turn_and_sends_its_summary_to_the_turn_log() -> None
 
     assert ended.step == PublishStep()
     assert ended.events == (
-        AgentEvent(type="turn_completed", data={"turn_id": "turn-1"}),
+        AgentEvent(type="turn_completed", data={"turn_id": "turn-1", "reruns": 0}),
     )
     assert ended.state == replace(
         state,
@@ -260,6 +264,7 @@ def test_an_answer_ends_the_turn_and_sends_its_summary_to_the_turn_log() -> None
                     "tool_calls": [],
                     "usage": usage_json(USAGE),
                     "error": None,
+                    "reruns": 0,
                 },
             )
         ],
@@ -309,7 +314,10 @@ def test_tool_calls_requested_without_calls_fail_the_turn() -> None:
     reason = "the runner requested tool calls but named none"
     assert failed.step == PublishStep()
     assert failed.events == (
-        AgentEvent(type="turn_failed", data={"turn_id": "turn-1", "error": reason}),
+        AgentEvent(
+            type="turn_failed",
+            data={"turn_id": "turn-1", "error": reason, "reruns": 0},
+        ),
     )
     assert failed.state.usage == USAGE
     assert summary(failed.state.unpublished[0]).error == reason
@@ -328,7 +336,7 @@ def test_a_failed_segment_fails_the_turn_with_a_note_after_its_items() -> None:
     assert failed.events == (
         AgentEvent(
             type="turn_failed",
-            data={"turn_id": "turn-1", "error": "SessionError: boom"},
+            data={"turn_id": "turn-1", "error": "SessionError: boom", "reruns": 0},
         ),
     )
     assert failed.state == replace(
@@ -346,6 +354,7 @@ def test_a_failed_segment_fails_the_turn_with_a_note_after_its_items() -> None:
                     "tool_calls": [],
                     "usage": usage_json(Usage()),
                     "error": "SessionError: boom",
+                    "reruns": 0,
                 },
             )
         ],
@@ -407,7 +416,10 @@ def test_a_spent_budget_fails_the_turn_before_its_segment() -> None:
     )
     assert failed.step == PublishStep()
     assert failed.events == (
-        AgentEvent(type="turn_failed", data={"turn_id": "turn-1", "error": reason}),
+        AgentEvent(
+            type="turn_failed",
+            data={"turn_id": "turn-1", "error": reason, "reruns": 0},
+        ),
     )
     assert failed.state.active is None
     assert failed.state.pending == [
@@ -512,7 +524,10 @@ def test_a_call_that_needs_approval_opens_an_interrupt_with_a_deadline() -> None
                     "tool_call_id": "call-email",
                     "tool_name": "send_email",
                     "arguments": {"to": "a@example.com"},
+                    "arguments_ref": None,
                     "effect": "non_idempotent_write",
+                    "at_least_once": False,
+                    "deadline": "2026-12-01T12:05:00+00:00",
                 },
             ),
         ),
@@ -599,6 +614,19 @@ def test_a_rejected_call_is_recorded_and_the_rest_of_its_reply_is_skipped() -> N
                 "rejection_message": "not now",
             },
         ),
+        AgentEvent(
+            type="tool_call_finished",
+            data={
+                "tool_call_id": "call-refund",
+                "tool_name": "create_refund",
+                "status": "rejected",
+                "output": "",
+                "output_ref": None,
+                "error": None,
+                "rejection_message": "not now",
+                "attempts": 0,
+            },
+        ),
     )
     assert settled.state.active == replace(
         turn(state),
@@ -631,6 +659,10 @@ def test_a_rejected_call_is_recorded_and_the_rest_of_its_reply_is_skipped() -> N
     assert resumed.state.active is not None
     assert resumed.state.active.phase == "resume"
     assert resumed.state.active.turn_records == [rejected, skipped]
+    # The skipped call's outcome is an event too.
+    assert [(e.type, e.data["status"]) for e in resumed.events] == [
+        ("tool_call_finished", "skipped")
+    ]
 
 
 def test_a_deadline_that_passes_rejects_the_call() -> None:
@@ -725,7 +757,22 @@ def test_a_failed_tool_step_has_an_unknown_outcome_and_skips_the_rest() -> None:
     state = advance(at_calls(READ, second), OPTIONS, now=NOW).state
 
     recorded = record_unknown_outcome(state, error="worker lost", attempts=3)
-    assert recorded.step is None and recorded.events == ()
+    assert recorded.step is None
+    assert recorded.events == (
+        AgentEvent(
+            type="tool_call_finished",
+            data={
+                "tool_call_id": "call-read",
+                "tool_name": "lookup_order",
+                "status": "outcome_unknown",
+                "output": "",
+                "output_ref": None,
+                "error": "worker lost",
+                "rejection_message": None,
+                "attempts": 3,
+            },
+        ),
+    )
 
     unknown = ToolRecord(
         tool_call_id="call-read",
@@ -1125,6 +1172,10 @@ PHASE_CHANGES: dict[str, tuple[Callable[[], SessionState], Change]] = {
         ),
     ),
     "apply_resolution": (lambda: waiting(REFUND), _approved),
+    "end_session": (
+        lambda: waiting(REFUND),
+        lambda s: end_session(s, reason="r", update_id="end-1"),
+    ),
 }
 
 
@@ -1139,3 +1190,193 @@ def test_transitions_never_change_the_state_they_are_given(name: str) -> None:
     assert given == before
     new_state = after if isinstance(after, SessionState) else after.state
     assert new_state != before
+
+
+# ----- rerun turns, honest cards, expired approvals -----------------------------
+
+
+def test_a_segment_that_answered_on_a_later_attempt_marks_its_turn_rerun() -> None:
+    state = calls_requested(
+        running("refund order 7"),
+        segment_id="turn-1/run_model/1/attempt-2",
+        calls=[READ],
+        run_state={},
+        usage=USAGE,
+        attempt=2,
+    ).state
+    assert turn(state).reruns == 1
+    state = record_outcome(advance(state, OPTIONS, now=NOW).state, output="o").state
+    state = advance(state, OPTIONS, now=NOW).state
+
+    ended = model_answered(
+        state,
+        segment_id="turn-1/run_model/2/attempt-3",
+        final_text="done",
+        usage=USAGE,
+        attempt=3,
+    )
+
+    assert ended.events == (
+        AgentEvent(type="turn_completed", data={"turn_id": "turn-1", "reruns": 3}),
+    )
+    assert summary(ended.state.unpublished[0]).reruns == 3
+
+
+def test_a_first_attempt_or_an_unknown_one_is_no_rerun() -> None:
+    for attempt in (0, 1):
+        ended = model_answered(
+            running("hi"), segment_id="s", final_text="", usage=USAGE, attempt=attempt
+        )
+        assert summary(ended.state.unpublished[0]).reruns == 0
+
+
+def test_a_segment_that_failed_after_retries_marks_its_failed_turn_rerun() -> None:
+    failed = model_failed(running("hi"), OPTIONS, error="boom", attempts=3)
+    assert failed.events[0].data["reruns"] == 2
+    assert summary(failed.state.unpublished[0]).reruns == 2
+
+
+def test_an_interrupt_of_a_cli_tool_says_it_runs_at_least_once() -> None:
+    bash = ToolCall(
+        tool_call_id="call-bash",
+        tool_name="Bash",
+        arguments={"command": "echo hi"},
+        policy=ToolPolicy(effect="unclassified"),
+        metadata={"kind": "cli", "claude_tool_name": "Bash"},
+    )
+    cli = waiting(bash)
+    assert cli.interrupts["intr-1"].at_least_once
+    own_step = waiting(REFUND)
+    assert not own_step.interrupts["intr-1"].at_least_once
+
+    moved = advance(at_calls(bash), OPTIONS, now=NOW)
+    opened = open_interrupt(moved.state, OPTIONS, interrupt_id="intr-1", now=NOW)
+    assert opened.events[0].data["at_least_once"] is True
+
+
+def test_an_expired_approval_is_a_tool_outcome_event_of_its_own() -> None:
+    settled = settle_approval(waiting(REFUND), timed_out=True)
+    finished = settled.events[-1]
+    assert finished.type == "tool_call_finished"
+    assert finished.data["status"] == "expired"
+    assert (
+        finished.data["rejection_message"] == "no approval arrived before the deadline"
+    )
+    # The record still says rejected: the model reads the deadline's message.
+    assert turn(settled.state).records[0].status == "rejected"
+
+
+# ----- ending a session ---------------------------------------------------------
+
+
+def test_an_idle_session_ends_at_once_and_its_run_may_finish() -> None:
+    state = model_answered(
+        running("hi"), segment_id="s", final_text="hi", usage=USAGE
+    ).state
+    assert check_end(state, force=False) is None
+
+    outcome = end_session(state, reason="done with it", update_id="end-1")
+
+    assert outcome.answer
+    ended = outcome.state
+    assert (ended.end_requested, ended.end_reason) == (True, "done with it")
+    assert ended.update_ids[-1] == "end-1"
+    assert session_status(ended) == "ended"
+    assert session_finished(ended) and not has_work(ended)
+    assert finish_session(ended) == Transition(
+        state=ended,
+        events=(AgentEvent(type="session_ended", data={"reason": "done with it"}),),
+        step=PublishStep(),
+    )
+
+
+def test_ending_twice_answers_false_and_a_retry_of_the_same_update_true() -> None:
+    ended = end_session(running("x"), reason="", update_id="end-1").state
+    assert not end_session(ended, reason="again", update_id="end-2").answer
+    assert end_session(ended, reason="", update_id="end-1").answer
+    assert end_session(ended, reason="again", update_id="end-2").state is ended
+    assert check_end(ended, force=False) is None
+
+
+def test_work_in_progress_refuses_an_end_without_force() -> None:
+    cases = {
+        "running turn-1": running("x"),
+        "waiting for approval of ['intr-1']": waiting(REFUND),
+        "holding 2 queued message(s)": queued("a", "b"),
+    }
+    for busy, state in cases.items():
+        refusal = check_end(state, force=False)
+        assert refusal is not None and refusal.reason == "session_busy", busy
+        assert busy in refusal.message
+        assert "force=True" in refusal.message
+        assert check_end(state, force=True) is None
+
+
+def test_a_forced_end_rejects_approvals_and_the_turn_stops_before_its_next_step() -> (
+    None
+):
+    state = queued("later", state=waiting(REFUND, READ))
+    assert state.inbox == 1
+
+    ended = end_session(state, reason="closing", update_id="end-1").state
+
+    interrupt = ended.interrupts["intr-1"]
+    assert (interrupt.resolved, interrupt.approved) == (True, False)
+    assert interrupt.rejection_message == "the session ended: closing"
+    # The queued message is dropped; the running turn's own prompt stays its own.
+    assert ended.pending == [UserPrompt(text="refund order 7")] and ended.inbox == 0
+    assert session_status(ended) == "waiting_for_approval"  # until the turn stops
+
+    settled = settle_approval(ended)
+    assert [e.data.get("status") for e in settled.events] == [None, "rejected"]
+    stopped = advance(settled.state, OPTIONS, now=NOW)
+
+    error = "the session ended before this turn finished: closing"
+    assert stopped.step == PublishStep()
+    assert stopped.events == (
+        AgentEvent(
+            type="turn_failed",
+            data={"turn_id": "turn-1", "error": error, "reruns": 0},
+        ),
+    )
+    done = summary(stopped.state.unpublished[0])
+    assert (done.status, done.error) == ("failed", error)
+    # The reply's other call never ran, and no segment follows.
+    assert [r.status for r in done.tool_calls] == ["rejected"]
+    assert session_finished(stopped.state)
+    assert session_status(stopped.state) == "ended"
+
+
+def test_a_forced_end_stops_a_running_turn_after_its_step() -> None:
+    state = advance(at_calls(READ, REFUND), OPTIONS, now=NOW).state
+    ended = end_session(state, reason="", update_id="end-1").state
+    # The tool Step in flight finishes; then nothing else of the turn runs.
+    recorded = record_outcome(ended, output="order 7").state
+
+    stopped = advance(recorded, OPTIONS, now=NOW)
+
+    assert stopped.step == PublishStep()
+    assert stopped.events[0].data["error"] == (
+        "the session ended before this turn finished"
+    )
+    assert [r.status for r in summary(stopped.state.unpublished[0]).tool_calls] == [
+        "finished"
+    ]
+
+
+def test_an_ended_session_refuses_messages_and_resolutions() -> None:
+    state = waiting(REFUND)
+    ended = end_session(state, reason="closing", update_id="end-1").state
+    for refusal in (
+        check_message(ended, UserPrompt(text="hello?")),
+        check_resolution(ended, "intr-1"),
+    ):
+        assert refusal is not None
+        assert refusal.reason == "session_ended"
+        assert "'s1' has ended (closing)" in refusal.message
+        assert "another ID" in refusal.message
+
+
+def test_an_ending_state_survives_continue_as_new() -> None:
+    ended = end_session(waiting(REFUND), reason="r", update_id="end-1").state
+    assert carried(ended) == replace(ended, runs=ended.runs + 1)

@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from temporalio import activity, workflow
 from temporalio.client import Client
@@ -513,3 +514,163 @@ def test_config_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
         EngineConfig.from_env(
             {"DEX_AGENTS_TEMPORAL_ADDRESS": "h:1", "DEX_AGENTS_TEMPORAL_TLS": "maybe"}
         )
+
+
+# -- one address per state directory, the Web UI, coming back, dying with the owner
+
+
+def _listener() -> socket.socket:
+    """A foreign process's port: a listening socket this test holds."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
+
+
+async def test_the_port_is_picked_once_and_kept_across_restarts(
+    state_dir: Path,
+) -> None:
+    addresses: list[str] = []
+    for _ in range(3):
+        async with EmbeddedEngine(state_dir=state_dir) as engine:
+            addresses.append(engine.address)
+            assert await _run_greet(await engine.client(), "again") == "hello again"
+        assert not (state_dir / "engine.json").exists()
+    assert len(set(addresses)) == 1, addresses
+    remembered = json.loads((state_dir / "ports.json").read_text())
+    assert f"127.0.0.1:{remembered['port']}" == addresses[0]
+
+
+async def test_a_remembered_port_held_by_another_process_names_it_and_the_fix(
+    state_dir: Path,
+) -> None:
+    with _listener() as sock:
+        port = sock.getsockname()[1]
+        state_dir.mkdir(parents=True)
+        (state_dir / "ports.json").write_text(json.dumps({"version": 1, "port": port}))
+        with pytest.raises(EngineError, match=f"port {port} .* in use") as info:
+            await EmbeddedEngine(state_dir=state_dir).start()
+    message = str(info.value)
+    assert "ports.json" in message
+    assert "another `port=`" in message
+    assert not (state_dir / "engine.json").exists()
+
+    # An explicit port moves the state directory's server for good.
+    other = _free_port()
+    async with EmbeddedEngine(state_dir=state_dir, port=other) as engine:
+        assert engine.port == other
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        assert engine.port == other
+
+
+async def test_the_web_ui_is_off_by_default_and_answers_when_on(
+    state_dir: Path,
+) -> None:
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        assert engine.ui_url is None
+        assert json.loads((state_dir / "engine.json").read_text())["ui_port"] is None
+    async with EmbeddedEngine(state_dir=state_dir, ui=True) as engine:
+        url = engine.ui_url
+        assert url == f"http://127.0.0.1:{engine.port + 1000}"
+        async with httpx.AsyncClient() as http:
+            response = await http.get(f"{url}/namespaces/default/workflows")
+        assert response.status_code == 200
+        assert "<html" in response.text.lower()
+    # A headless start keeps the remembered UI port for the next start with UI.
+    async with EmbeddedEngine(state_dir=state_dir):
+        pass
+    async with EmbeddedEngine(state_dir=state_dir, ui=True) as engine:
+        assert engine.ui_url == url
+
+
+async def test_a_taken_ui_port_names_the_fixes(state_dir: Path) -> None:
+    with _listener() as sock:
+        port = sock.getsockname()[1]
+        with pytest.raises(EngineError, match=f"port {port} .* in use") as info:
+            await EmbeddedEngine(state_dir=state_dir, ui=True, ui_port=port).start()
+    assert "`ui_port=`" in str(info.value) and "`ui=False`" in str(info.value)
+    with pytest.raises(UserError, match="ui=True"):
+        EmbeddedEngine(state_dir=state_dir, ui_port=8233)
+
+
+async def test_ensure_running_brings_a_killed_server_back_on_the_same_address(
+    own_engine: EmbeddedEngine,
+) -> None:
+    assert not await own_engine.ensure_running()  # alive: nothing to do
+    old_pid, address = own_engine.pid, own_engine.address
+    assert old_pid is not None
+    os.kill(old_pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while own_engine.running:
+        assert time.monotonic() < deadline, "the killed server still runs"
+        await asyncio.sleep(0.05)
+
+    assert await own_engine.ensure_running()
+    assert own_engine.running and own_engine.owned
+    assert own_engine.address == address and own_engine.pid != old_pid
+    assert json.loads((own_engine.state_dir / "engine.json").read_text())["pid"] == (
+        own_engine.pid
+    )
+    assert await _run_greet(await own_engine.client(), "back") == "hello back"
+
+
+async def test_a_reusing_engine_takes_over_when_the_owner_stops(
+    state_dir: Path,
+) -> None:
+    owner = await EmbeddedEngine(state_dir=state_dir).start()
+    async with EmbeddedEngine(state_dir=state_dir) as second:
+        assert not second.owned
+        client = await second.client()
+        await owner.stop()
+        assert not second.running
+        assert await second.ensure_running()
+        assert second.owned
+        assert (
+            second.address
+            == f"127.0.0.1:{json.loads((state_dir / 'ports.json').read_text())['port']}"
+        )
+        # The client made before the outage reconnects to the same address.
+        assert await _run_greet(client, "taken over") == "hello taken over"
+
+
+_OWNER = """
+import asyncio, sys
+from dex_agents.temporal import EmbeddedEngine
+
+async def main() -> None:
+    async with EmbeddedEngine(state_dir=sys.argv[1]) as engine:
+        print("serving", engine.pid, flush=True)
+        await asyncio.Event().wait()
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+async def test_an_owner_stopped_by_a_signal_leaves_no_server(
+    state_dir: Path, sig: signal.Signals
+) -> None:
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, str(state_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert owner.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(owner.stdout.readline), 60)
+        assert line.startswith("serving"), line
+        server = int(line.split()[1])
+        assert _servers_under(state_dir) == [server]
+        owner.send_signal(sig)
+        assert await asyncio.to_thread(owner.wait, 30) == -sig
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+    # The server got SIGTERM when its owner died, so it flushed and exits by itself.
+    deadline = time.monotonic() + 15
+    while [p for p in _servers_under(state_dir) if _alive(p)]:
+        assert time.monotonic() < deadline, "the server outlived its owner"
+        await asyncio.sleep(0.1)
+    # The record it left is stale: the next start replaces it on the same port.
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        assert engine.owned and engine.pid != server

@@ -55,6 +55,7 @@ from ._transcript import (
     last_session_id,
     tool_result_text,
     transcript_entries,
+    without_system_reminders,
 )
 from ._usage import SegmentObserver, cumulative_cost
 
@@ -340,7 +341,7 @@ class Segment:
         if "tool_deferred" not in (result.terminal_reason, result.stop_reason):
             return TurnCompleted(
                 messages=messages,
-                final_text=result.result or "",
+                final_text=without_system_reminders(result.result or ""),
                 usage=usage,
                 metadata=metadata,
             )

@@ -21,6 +21,7 @@ segment would make a later resume skip every entry after it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, cast
 
@@ -34,6 +35,7 @@ CLAUDE_TRANSCRIPT_ITEM_KIND = "claude_transcript"
 """Stored item of Claude transcript entries; see the module docstring."""
 
 _DROPPED_ENTRY_TYPES = frozenset({"last-prompt"})
+_SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
 
 _Key = tuple[str, str, str | None]
 
@@ -226,14 +228,35 @@ def _projection(role: str, group: Sequence[JsonObject]) -> str:
             )
         elif role == "tool" and entry.get("type") == "user":
             parts.extend(tool_result_text(b) for b in _tool_results(entry))
-    return "".join(parts) if role == "assistant" else "\n".join(parts)
+    if role == "assistant":
+        return without_system_reminders("".join(parts))
+    return "\n".join(parts)
 
 
 def tool_result_text(block: dict[str, Any]) -> str:
-    """The text of a `tool_result` block, whose content is a string or blocks."""
+    """The text of a `tool_result` block, whose content is a string or blocks.
+
+    Without the CLI's `<system-reminder>` blocks: they are the CLI's notes to
+    the model, not the tool's output.
+    """
     content = block.get("content")
     if isinstance(content, str):
-        return content
+        return without_system_reminders(content)
     if isinstance(content, list):
-        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        text = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        return without_system_reminders(text)
     return ""
+
+
+def without_system_reminders(text: str) -> str:
+    """`text` without the `<system-reminder>` blocks of the Claude Code CLI.
+
+    The CLI adds them to what the model reads (prompts, tool results); a model
+    that echoes one is quoting the CLI, so the text reported as the agent's or
+    a tool's drops them. A text without one is returned unchanged; the stored
+    transcript entries, which the CLI resumes from, always keep them. Never
+    applied to a person's prompt.
+    """
+    if "<system-reminder>" not in text:
+        return text
+    return _SYSTEM_REMINDER.sub("", text).strip()

@@ -1,9 +1,11 @@
 """The `dex-agents` command: a thin click group over the session client.
 
 Commands that serve an agent (`dev`, `worker`, `chat`) load it from
-`--agent module:flow`. The others (`sessions`, `show`, `approve`, `reject`,
-`events`) need no agent: a session's workflow already knows its flow, and the
-store keeps a projection of every session for when no worker runs.
+`--agent module:flow`. The others (`sessions`, `show`, `events`, `approvals`,
+`approve`, `reject`, `end`) need no agent: a session's workflow already knows
+its flow, and the store keeps a projection of every session for when no worker
+runs. Every command's `--help` ends with examples, and session and interrupt
+IDs complete in the shell (`_complete`).
 """
 
 from __future__ import annotations
@@ -13,16 +15,17 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
 from rich.text import Text
 from temporalio.worker import Worker
 
-from .._errors import UnknownInterruptError, UserError
+from .._errors import EngineError, UserError
 from ..session import EventRecord
 from ..stores import RuntimeStore, open_runtime_store, redacted_store
 from ..temporal import (
@@ -31,23 +34,25 @@ from ..temporal import (
     EmbeddedEngine,
     create_worker,
     get_agent_snapshot,
-    resolve_interrupt,
     resolve_state_dir,
     with_recent_turns,
 )
-from ..testing import MockMessagesApi
+from ..testing import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from . import _render as render
 from ._agent_ref import load_flow
+from ._approvals import exit_with, pending_approvals, resolve
 from ._chat import run_chat
+from ._complete import complete_interrupt, complete_session
 from ._context import (
     Connection,
+    Outage,
     Target,
     connect,
     describe_session,
+    dev_restart_hint,
     no_worker,
     open_store,
-    require_session,
-    require_worker,
+    quiet_temporal_logs,
     store_exists,
     store_label,
     store_location,
@@ -56,7 +61,9 @@ from ._context import (
     worker_seen,
 )
 from ._demo import DemoFailed, run_demo
-from ._errors import CommandError, run
+from ._end import end
+from ._errors import CommandError, prog, release_engine_runtime, run
+from ._views import ShownCall, turn_calls
 
 _AGENT_HELP = (
     "The agent's session flow: `module:attr` or `path/to/file.py:attr` naming an "
@@ -65,16 +72,38 @@ _AGENT_HELP = (
 _JSON_HELP = "Print JSON instead of a view."
 
 
+def _examples(*lines: str) -> str:
+    """A command's `--help` epilog: examples, kept as written, not rewrapped."""
+    return "\b\nExamples:\n" + "\n".join(f"  {line}" for line in lines) + "\n"
+
+
 _MAIN_HELP = """Durable agent sessions on Temporal: run, chat with, inspect and approve them.
 
 \b
-Start here:
-  dex-agents dev --agent examples/support_agent.py:flow
-  dex-agents chat my-session --agent examples/support_agent.py:flow
+Start here (the example agent ships with the package; without
+ANTHROPIC_API_KEY a scripted model answers, offline):
+  dex-agents demo
+  dex-agents dev --agent dex_agents.examples.support_agent:flow
+  dex-agents chat my-session --agent dex_agents.examples.support_agent:flow
 """
 
 
-@click.group(help=_MAIN_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+class _Main(click.Group):
+    """The command group; every command ends by releasing Temporal's threads."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command, then stop Temporal's runtime before the interpreter exits."""
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            release_engine_runtime()
+
+
+@click.group(
+    cls=_Main,
+    help=_MAIN_HELP,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(package_name="dex-agents", prog_name="dex-agents")
 def main() -> None:
     """The `dex-agents` command group (see `_MAIN_HELP` for its help text)."""
@@ -83,24 +112,15 @@ def main() -> None:
 # -- serving --------------------------------------------------------------------
 
 
-_UNSCRIPTED_REPLY = (
-    "(scripted model) I follow `dex-script:` commands only: end your message with "
-    '`dex-script: say hello`, `dex-script: call lookup_order {"orderId": "7"}` or '
-    '`dex-script: call create_refund {"orderId": "7"}`. Set ANTHROPIC_API_KEY to talk to Claude.'
-)
+_UNSCRIPTED_REPLY = UNSCRIPTED_REPLY
 
 
 def _use_scripted_model(base_url: str, state_dir: Path) -> None:
-    """Point this process's Claude CLIs at the scripted Messages API, offline."""
-    os.environ.update(
-        {
-            "ANTHROPIC_BASE_URL": base_url,
-            "ANTHROPIC_API_KEY": "scripted-model-key",
-            "NO_PROXY": "127.0.0.1,localhost",
-            "CLAUDE_CONFIG_DIR": str((state_dir / "claude-config").resolve()),
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-        }
-    )
+    """Point this process's Claude CLIs at the scripted Messages API, offline.
+
+    The same variables as `dex_agents.testing.scripted_model()` sets for code.
+    """
+    os.environ.update(scripted_model_env(base_url, state_dir / "claude-config"))
 
 
 @main.command()
@@ -115,7 +135,18 @@ def _use_scripted_model(base_url: str, state_dir: Path) -> None:
     help="Where the server's database, its log and the runtime store live. "
     "Default: ./.dex-agents",
 )
-@click.option("--port", type=int, help="Frontend port. Default: the last one, or any.")
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    help="Frontend port; remembered, so later starts use it too. Default: the "
+    "state directory's port, picked on its first start.",
+)
+@click.option(
+    "--ui-port",
+    type=click.IntRange(1, 65535),
+    help="Port of Temporal's Web UI. Default: the remembered one, else --port + 1000.",
+)
+@click.option("--no-ui", is_flag=True, help="Run the server without the Web UI.")
 @click.option(
     "--namespace", default="default", show_default=True, help="Temporal namespace."
 )
@@ -130,17 +161,24 @@ def dev(
     agents: Sequence[str],
     state_dir: Path | None,
     port: int | None,
+    ui_port: int | None,
+    no_ui: bool,
     namespace: str,
     store: str | None,
 ) -> None:
     """Start the embedded Temporal dev server and a worker for the agent.
 
-    Sessions live in the state directory and survive restarts. Other commands
+    Sessions live in the state directory and survive restarts; so does the
+    server's address (and its Web UI's, printed in the banner). Other commands
     (in other terminals) find this server through the directory's
-    `engine.json`. Ctrl-C stops the worker, then the server.
+    `engine.json`. A `dev` started while another runs on the same directory
+    shares its server and takes it over when that one stops; a server that
+    dies is started again. Ctrl-C stops the worker, then the server.
     """
+    if no_ui and ui_port is not None:
+        raise click.UsageError("--ui-port and --no-ui exclude each other; pass one")
     flows = [load_flow(ref) for ref in agents]
-    run(_dev(flows, list(agents), state_dir, port, namespace, store))
+    run(_dev(flows, list(agents), state_dir, port, namespace, store, ui_port, no_ui))
 
 
 async def _dev(
@@ -150,25 +188,52 @@ async def _dev(
     port: int | None,
     namespace: str,
     store_arg: str | None,
+    ui_port: int | None = None,
+    no_ui: bool = False,
 ) -> None:
     out = render.console()
     directory = resolve_state_dir(state_dir)
-    engine = EmbeddedEngine(state_dir=directory, port=port, namespace=namespace)
+    quiet_temporal_logs()
+    engine = EmbeddedEngine(
+        state_dir=directory,
+        port=port,
+        namespace=namespace,
+        ui=not no_ui,
+        ui_port=ui_port,
+    )
     async with render.Progress(out, f"starting the Temporal dev server in {directory}"):
-        await engine.start()
+        try:
+            await engine.start()
+        except EngineError as err:
+            raise _in_dev_words(err) from err
     try:
         try:
             store = await open_runtime_store(store_location(store_arg, directory))
         except UserError as e:
             raise CommandError(str(e)) from e
-        origin = "started here" if engine.owned else "reused; its owner stops it"
+        origin = (
+            "started here"
+            if engine.owned
+            else "reused; taken over here if its owner stops"
+        )
         conn = Connection(
             client=await engine.client(),
             address=engine.address,
             namespace=namespace,
             where=f"dev server pid {engine.pid}, {origin}",
+            restart_hint=dev_restart_hint(directory),
         )
+        if engine.ui_url is not None:
+            ui = f"{engine.ui_url}/namespaces/{namespace}/workflows"
+        elif no_ui:
+            ui = "off (--no-ui)"
+        else:
+            ui = (
+                f"off: the reused server (pid {engine.pid}) runs without it; it "
+                "comes on when this dev starts the server"
+            )
         facts = [
+            ("Web UI", ui),
             ("state dir", str(directory)),
             ("server db", str(engine.db_path)),
             ("server log", str(engine.log_path)),
@@ -187,13 +252,88 @@ async def _dev(
                     )
                 )
             try:
-                await _serve("dev", conn, flows, store, refs, facts, out)
+                await _serve(
+                    "dev",
+                    conn,
+                    flows,
+                    store,
+                    refs,
+                    facts,
+                    out,
+                    watch=lambda: _keep_server(engine, out),
+                )
             finally:
                 await store.close()
     finally:
         async with render.Progress(out, "stopping the Temporal dev server"):
             await asyncio.shield(engine.stop())
     out.print(Text("stopped", style="bold"))
+
+
+def _in_dev_words(err: EngineError) -> CommandError:
+    """An engine error with `dev`'s own options for the Web UI's settings.
+
+    `CommandError` already turns `port=` and the other shared keywords into
+    options; the UI's are `dev`'s alone.
+    """
+    message = str(err)
+    for library, option in (("`ui_port=`", "`--ui-port`"), ("`ui=False`", "`--no-ui`")):
+        message = message.replace(library, option)
+    return CommandError(message)
+
+
+_WATCH_INTERVAL = 0.5
+"""How often `dev` looks at its server's process (a /proc read, no RPC)."""
+
+
+async def _keep_server(engine: EmbeddedEngine, out: Console) -> None:
+    """Start the dev server again whenever it goes away, on the same address.
+
+    It goes away when it is killed, or when the other `dev` whose server this
+    one reused stops: then this `dev` takes over. Its worker reconnects on its
+    own. Ends only by raising, when the server cannot be started again.
+    """
+    while True:
+        await asyncio.sleep(_WATCH_INTERVAL)
+        if engine.running:
+            continue
+        address, pid = engine.address, engine.pid
+        out.print(
+            Text(
+                f"the Temporal server on {address} (pid {pid}) is gone; starting it "
+                "again on the same address",
+                style="yellow",
+            ),
+            soft_wrap=True,
+        )
+        try:
+            await engine.ensure_running()
+        except EngineError as err:
+            raise _in_dev_words(err) from err
+        how = "started here" if engine.owned else "started by another dev, reused"
+        out.print(
+            Text(
+                f"the Temporal server on {engine.address} is back (pid {engine.pid}, "
+                f"{how})",
+                style="green",
+            ),
+            soft_wrap=True,
+        )
+
+
+async def _watch_connection(conn: Connection, out: Console) -> None:
+    """Say once when the Temporal server goes away, and once when it is back.
+
+    The worker itself retries quietly meanwhile and picks up where it was.
+    """
+    outage = Outage(
+        conn,
+        lambda line: out.print(line, soft_wrap=True),
+        meanwhile="the worker waits and reconnects",
+    )
+    while True:
+        await asyncio.sleep(_WATCH_INTERVAL if outage.lost else 2.0)
+        await outage.check()
 
 
 @main.command()
@@ -224,7 +364,16 @@ async def _worker(
         conn = await connect(target)
     store = await open_store(target, create=True)
     try:
-        await _serve("worker", conn, flows, store, refs, [], out)
+        await _serve(
+            "worker",
+            conn,
+            flows,
+            store,
+            refs,
+            [],
+            out,
+            watch=lambda: _watch_connection(conn, out),
+        )
     finally:
         await store.close()
     out.print(Text("stopped", style="bold"))
@@ -238,8 +387,14 @@ async def _serve(
     refs: list[str],
     facts: list[tuple[str, str]],
     out: Console,
+    *,
+    watch: Callable[[], Coroutine[Any, Any, None]] | None = None,
 ) -> None:
-    """Run one worker per task queue until Ctrl-C or SIGTERM, then stop them."""
+    """Run one worker per task queue until Ctrl-C or SIGTERM, then stop them.
+
+    `watch` runs alongside (it keeps the server, or reports outages) and is
+    stopped first; if it raises, serving ends with its error.
+    """
     by_queue: dict[str, list[AgentSessionFlow]] = {}
     for flow in flows:
         by_queue.setdefault(flow.task_queue, []).append(flow)
@@ -287,12 +442,21 @@ async def _serve(
                 soft_wrap=True,
             )
             waiter = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait(
-                [waiter, *runs], return_when=asyncio.FIRST_COMPLETED
-            )
-            waiter.cancel()
+            watcher = asyncio.create_task(watch()) if watch is not None else None
+            try:
+                done, _ = await asyncio.wait(
+                    [waiter, *runs, *([watcher] if watcher else [])],
+                    return_when=asyncio.FIRST_COMPLETED,
+                )
+            finally:
+                waiter.cancel()
+                if watcher is not None:
+                    watcher.cancel()
+                    await asyncio.gather(watcher, return_exceptions=True)
+            if watcher in done:
+                watcher.result()  # it ends only by raising
             for task in done:
-                if task is not waiter:
+                if task is not waiter and task is not watcher:
                     # A worker that ends by itself failed (e.g. a bad flow).
                     task.result()
                     raise CommandError("a worker stopped unexpectedly")
@@ -312,14 +476,22 @@ async def _shutdown(w: Worker, run_task: asyncio.Task[None]) -> None:
 # -- reading --------------------------------------------------------------------
 
 
-@main.command()
+@main.command(
+    epilog=_examples(
+        "dex-agents sessions",
+        'dex-agents sessions --json | jq -r \'.[] | select(.status == "idle") '
+        "| .session_id'",
+        "dex-agents sessions --state-dir /srv/agents/.dex-agents",
+    )
+)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 @target_options
 def sessions(as_json: bool, target: Target) -> None:
     """List sessions: status, turns, pending approvals, cost (newest first).
 
-    Read from the runtime store's projections, so it works with no server or
-    worker running.
+    The status is idle, running, waiting for approval, or ended (by
+    `dex-agents end`). Read from the runtime store's projections, so it works
+    with no server or worker running.
     """
     snapshots = run(_list_snapshots(target))
     if as_json:
@@ -345,8 +517,13 @@ async def _list_snapshots(target: Target) -> list[AgentSnapshot]:
         await store.close()
 
 
-@main.command()
-@click.argument("session_id", metavar="SESSION")
+@main.command(
+    epilog=_examples(
+        "dex-agents show session-1",
+        "dex-agents show session-1 --json | jq '.pending_interrupts'",
+    )
+)
+@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 @target_options
 def show(session_id: str, as_json: bool, target: Target) -> None:
@@ -355,58 +532,83 @@ def show(session_id: str, as_json: bool, target: Target) -> None:
     Asks the session itself when its worker runs, else shows the store's last
     projection (and says so).
     """
-    snapshot, note = run(_load_snapshot(target, session_id))
+    snapshot, note, calls = run(_load_snapshot(target, session_id, calls=not as_json))
     if as_json:
         render.echo_json(render.snapshot_json(snapshot))
         return
     out = render.console()
-    render.print_snapshot(out, snapshot, note=note)
+    render.print_snapshot(out, snapshot, note=note, calls=calls)
 
 
-async def _load_snapshot(target: Target, session_id: str) -> tuple[AgentSnapshot, str]:
-    """The live snapshot, else the store's projection with a note saying so."""
+async def _load_snapshot(
+    target: Target, session_id: str, *, calls: bool
+) -> tuple[AgentSnapshot, str, dict[str, list[ShownCall]]]:
+    """The snapshot with a note on where it came from, and its turns' tool calls.
+
+    `calls`: read every tool call of the shown turns from the event log
+    (inline reads too), not only the deferred ones the turns record.
+    """
     store = await open_store(target) if store_exists(target) else None
     try:
-        try:
-            conn: Connection | None = await connect(target)
-            unreachable = ""
-        except CommandError as err:
-            conn, unreachable = None, err.format_message()
-        info = None
-        if conn is None:
-            note = "(no Temporal server answered: the store's last projection)"
-        else:
-            info = await describe_session(conn.client, session_id)
-            if info is not None and await worker_seen(conn.client, info.task_queue):
-                snapshot = await get_agent_snapshot(
-                    conn.client, None, session_id, store=store
-                )
-                return snapshot, ""
-            note = (
-                "(not known to Temporal: the store's last projection)"
-                if info is None
-                else f"(no worker serves flow {info.flow_type!r}: the store's last "
-                "projection)"
-            )
-        projected = await store.get_snapshot(session_id) if store else None
-        if projected is None:
-            if conn is None:
-                raise CommandError(
-                    f"session {session_id!r} is not in the store "
-                    f"{redacted_store(target.store)!r}, and {unreachable}"
-                )
-            if info is not None:
-                raise no_worker(info.flow_type, info.task_queue)
-            raise unknown_session(session_id, conn)
-        snapshot = await with_recent_turns(render.snapshot_from_json(projected), store)
-        return snapshot, note
+        snapshot, note = await _snapshot_and_note(target, session_id, store)
+        shown = (
+            await turn_calls(store, session_id, snapshot.turns)
+            if calls and store is not None
+            else {}
+        )
+        return snapshot, note, shown
     finally:
         if store is not None:
             await store.close()
 
 
-@main.command()
-@click.argument("session_id", metavar="SESSION")
+async def _snapshot_and_note(
+    target: Target, session_id: str, store: RuntimeStore | None
+) -> tuple[AgentSnapshot, str]:
+    """The live snapshot, else the store's projection with a note saying so."""
+    try:
+        conn: Connection | None = await connect(target)
+        unreachable = ""
+    except CommandError as err:
+        conn, unreachable = None, err.format_message()
+    info = None
+    if conn is None:
+        note = "(no Temporal server answered: the store's last projection)"
+    else:
+        info = await describe_session(conn.client, session_id)
+        if info is not None and await worker_seen(conn.client, info.task_queue):
+            snapshot = await get_agent_snapshot(
+                conn.client, None, session_id, store=store
+            )
+            return snapshot, ""
+        note = (
+            "(not known to Temporal: the store's last projection)"
+            if info is None
+            else f"(no worker serves flow {info.flow_type!r}: the store's last "
+            "projection)"
+        )
+    projected = await store.get_snapshot(session_id) if store else None
+    if projected is None:
+        if conn is None:
+            raise CommandError(
+                f"session {session_id!r} is not in the store "
+                f"{redacted_store(target.store)!r}, and {unreachable}"
+            )
+        if info is not None:
+            raise no_worker(info.flow_type, info.task_queue)
+        raise unknown_session(session_id, conn)
+    snapshot = await with_recent_turns(render.snapshot_from_json(projected), store)
+    return snapshot, note
+
+
+@main.command(
+    epilog=_examples(
+        "dex-agents events session-1",
+        "dex-agents events session-1 --follow",
+        "dex-agents events session-1 --json --after 120 | jq -c '{type, data}'",
+    )
+)
+@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events.")
 @click.option(
     "--after", type=int, default=0, show_default=True, help="Start after this cursor."
@@ -473,25 +675,58 @@ async def _require_known(target: Target, session_id: str) -> None:
 _TIMEOUT_OPTION = click.option(
     "--timeout",
     type=click.FloatRange(min=0.1),
-    default=30.0,
+    default=10.0,
     show_default=True,
-    help="Seconds to wait for the session's worker to take the answer.",
+    help="Seconds to wait for the session's worker to take the answer; then it is "
+    "recorded, and applies when a worker starts (exit code 3).",
 )
+_RESOLVE_EXIT = """
+\b
+Exit codes: 0 done (or already answered the same way), 1 an error (the
+message says what to do), 3 recorded: no worker took it now, it applies
+when one starts, 4 already answered the other way (nothing changed).
+"""
 
 
-@main.command()
-@click.argument("session_id", metavar="SESSION")
-@click.argument("interrupt_id")
+@main.command(
+    epilog=_examples(
+        "dex-agents approve session-1 intr_0123456789abcdef",
+        "dex-agents approvals   # every pending approval, with its IDs",
+    )
+    + _RESOLVE_EXIT
+)
+@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
+@click.argument("interrupt_id", shell_complete=complete_interrupt)
 @_TIMEOUT_OPTION
 @target_options
 def approve(session_id: str, interrupt_id: str, timeout: float, target: Target) -> None:
-    """Approve a pending tool call; the tool then runs in the session's worker."""
-    run(_resolve(target, session_id, interrupt_id, True, None, timeout))
+    """Approve a pending tool call; the tool then runs in the session's worker.
+
+    With no worker running, the approval is recorded in the session's history
+    and applies (once) when a worker starts.
+    """
+    exit_with(
+        run(
+            resolve(
+                target,
+                session_id,
+                interrupt_id,
+                approved=True,
+                message=None,
+                timeout=timeout,
+            )
+        )
+    )
 
 
-@main.command()
-@click.argument("session_id", metavar="SESSION")
-@click.argument("interrupt_id")
+@main.command(
+    epilog=_examples(
+        "dex-agents reject session-1 intr_0123456789abcdef -m 'not this order'",
+    )
+    + _RESOLVE_EXIT
+)
+@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
+@click.argument("interrupt_id", shell_complete=complete_interrupt)
 @click.option(
     "--message", "-m", help="Why: the agent reads it in place of the tool's result."
 )
@@ -504,76 +739,63 @@ def reject(
     timeout: float,
     target: Target,
 ) -> None:
-    """Reject a pending tool call; it never runs, and the agent is told why."""
-    run(_resolve(target, session_id, interrupt_id, False, message, timeout))
+    """Reject a pending tool call; it never runs, and the agent is told why.
 
-
-async def _resolve(
-    target: Target,
-    session_id: str,
-    interrupt_id: str,
-    approved: bool,
-    message: str | None,
-    timeout: float,
-) -> None:
-    out = render.console()
-    conn = await connect(target)
-    info = await require_session(conn, session_id)
-    await require_worker(conn.client, info.flow_type, info.task_queue)
-    verb = "approve" if approved else "reject"
-    try:
-        async with (
-            render.Progress(out, f"waiting for the session to take the {verb}"),
-            asyncio.timeout(timeout),
-        ):
-            changed = await resolve_interrupt(
-                conn.client,
-                None,
+    With no worker running, the rejection is recorded in the session's history
+    and applies when a worker starts.
+    """
+    exit_with(
+        run(
+            resolve(
+                target,
                 session_id,
-                interrupt_id=interrupt_id,
-                approved=approved,
-                rejection_message=message,
-            )
-    except TimeoutError:
-        raise CommandError(
-            f"{str(no_worker(info.flow_type, info.task_queue).format_message())} "
-            f"(nothing answered within {timeout:g} s; repeating the {verb} is "
-            "harmless)"
-        ) from None
-    except UnknownInterruptError:
-        raise await _unknown_interrupt(conn, session_id, interrupt_id) from None
-    if not changed:
-        out.print(
-            Text(
-                f"{interrupt_id} was already resolved; nothing changed", style="yellow"
+                interrupt_id,
+                approved=False,
+                message=message,
+                timeout=timeout,
             )
         )
+    )
+
+
+@main.command(
+    epilog=_examples(
+        "dex-agents approvals",
+        "dex-agents approvals --json | jq -r '.[].interrupt_id'",
+    )
+)
+@click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
+@target_options
+def approvals(as_json: bool, target: Target) -> None:
+    """List every approval waiting, in every session (the longest-waiting first).
+
+    Each row has the session and interrupt IDs that `approve` and `reject`
+    take, the tool, its effect, its input, the deadline and how long it has
+    waited. Read from the runtime store, so it works with no server or worker
+    running.
+    """
+    waiting = run(pending_approvals(target))
+    if as_json:
+        render.echo_json([render.approval_json(p) for p in waiting])
         return
-    done = "approved" if approved else "rejected"
+    out = render.console()
+    if not waiting:
+        out.print(
+            Text(
+                f"no approvals waiting in {redacted_store(target.store)}", style="dim"
+            ),
+            soft_wrap=True,
+        )
+        return
+    out.print(render.approvals_table(waiting))
+    first = waiting[0]
     out.print(
-        Text.assemble(
-            ("✓ " if approved else "✗ ", "green" if approved else "red"),
-            f"{done} {interrupt_id} of session {session_id}",
+        Text(
+            f"answer one: {prog()} approve {first.session_id} "
+            f"{first.interrupt.interrupt_id} (or reject ... -m 'why')",
+            style="dim",
         ),
         soft_wrap=True,
-    )
-    out.print(
-        Text(f"follow the turn: dex-agents events {session_id} --follow", style="dim"),
-        soft_wrap=True,
-    )
-
-
-async def _unknown_interrupt(
-    conn: Connection, session_id: str, interrupt_id: str
-) -> CommandError:
-    snapshot = await get_agent_snapshot(conn.client, None, session_id)
-    pending = ", ".join(
-        f"{i.interrupt_id} ({i.tool_name})" for i in snapshot.pending_interrupts
-    )
-    return CommandError(
-        f"session {session_id!r} has no interrupt {interrupt_id!r}; "
-        + (f"pending: {pending}" if pending else "it has no pending approvals")
-        + f" (see `dex-agents show {session_id}`)"
     )
 
 
@@ -622,3 +844,34 @@ def chat(session_id: str, agent: str | None, target: Target) -> None:
     """
     flow = load_flow(agent) if agent else None
     run_chat(target, session_id, flow)
+
+
+main.add_command(end)
+
+
+_EPILOGS = {
+    "dev": _examples(
+        "dex-agents dev --agent dex_agents.examples.support_agent:flow",
+        "dex-agents dev --agent my_agent.py:flow --state-dir /srv/agents/.dex-agents",
+        "dex-agents dev   # the server only; serve agents with `dex-agents worker`",
+    ),
+    "worker": _examples(
+        "dex-agents worker --agent my_agent.py:flow",
+        "dex-agents worker --agent my_agent:flow --address temporal:7233 "
+        "--store postgresql://agents@db/agents",
+    ),
+    "chat": _examples(
+        "dex-agents chat session-1 --agent dex_agents.examples.support_agent:flow",
+        "dex-agents chat session-1   # an existing session: no --agent needed",
+    ),
+    "demo": _examples(
+        "dex-agents demo",
+        "dex-agents demo --state-dir /tmp/dex-demo",
+    ),
+}
+"""Examples for the `--help` of the commands whose definitions have none."""
+for _name, _epilog in _EPILOGS.items():
+    _command = main.commands.get(_name)
+    has = f"{_command.help or ''}{_command.epilog or ''}" if _command else ""
+    if _command is not None and "Examples:" not in has:
+        _command.epilog = _epilog

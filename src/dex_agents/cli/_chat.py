@@ -20,6 +20,7 @@ from typing import Literal
 
 from rich.console import Console
 from rich.text import Text
+from temporalio.service import RPCError
 
 from .._errors import EngineError
 from ..session import EventRecord, JsonObject
@@ -37,11 +38,13 @@ from ..temporal import (
 from . import _render as render
 from ._context import (
     Connection,
+    Outage,
     Target,
     connect,
     describe_session,
     open_store,
     require_worker,
+    unreachable,
     worker_seen,
 )
 from ._errors import CommandError, translated_errors
@@ -56,6 +59,8 @@ _HELP = (
 _POLL = 0.03
 _SILENCE_CHECK = 5.0
 """Seconds without events before the chat checks the worker and the session."""
+_OUTAGE_PROBE = 1.0
+"""Seconds between health checks while the server is gone (each fails at once)."""
 
 State = Literal["idle", "running", "approval"]
 
@@ -96,6 +101,11 @@ class Chat:
         self._pending: set[str] = set()
         self.asking: Interrupt | None = None
         """The approval being asked about, named when the user leaves."""
+        self.outage = Outage(
+            conn, self._say, meanwhile="this chat waits and reconnects"
+        )
+        """Says once per outage that the server is gone, and when it is back."""
+        self._next_probe = 0.0
 
     # -- opening and closing ----------------------------------------------------
 
@@ -213,14 +223,27 @@ class Chat:
     async def send(self, text: str) -> None:
         """Send a message (starting the session with it if new)."""
         async with render.Progress(self.out, "sending"):
-            if self.exists:
-                await send_user_message(self.conn.client, None, self.session_id, text)
-            else:
-                assert self.flow is not None
-                await start_agent_session(
-                    self.conn.client, self.flow, self.session_id, initial_message=text
-                )
-                self.exists = True
+            if not await self._reachable("your message was not sent"):
+                return
+            try:
+                if self.exists:
+                    await send_user_message(
+                        self.conn.client, None, self.session_id, text
+                    )
+                else:
+                    assert self.flow is not None
+                    await start_agent_session(
+                        self.conn.client,
+                        self.flow,
+                        self.session_id,
+                        initial_message=text,
+                    )
+                    self.exists = True
+            except RPCError as err:
+                if not unreachable(err):
+                    raise
+                self._lost("your message was not sent")
+                return
         self.state = "running"
 
     async def resolve(
@@ -228,14 +251,22 @@ class Chat:
     ) -> None:
         """Answer an approval; the outcome line comes from the event log."""
         async with render.Progress(self.out, "sending your answer"):
-            changed = await resolve_interrupt(
-                self.conn.client,
-                None,
-                self.session_id,
-                interrupt_id=interrupt.interrupt_id,
-                approved=approved,
-                rejection_message=message,
-            )
+            if not await self._reachable("your answer was not sent"):
+                return
+            try:
+                changed = await resolve_interrupt(
+                    self.conn.client,
+                    None,
+                    self.session_id,
+                    interrupt_id=interrupt.interrupt_id,
+                    approved=approved,
+                    rejection_message=message,
+                )
+            except RPCError as err:
+                if not unreachable(err):
+                    raise
+                self._lost("your answer was not sent")
+                return
         if not changed:
             self.out.print(
                 Text("that approval was already answered elsewhere", style="yellow")
@@ -293,7 +324,11 @@ class Chat:
                 if not batch:
                     if not self._line:
                         progress.show()
-                    if loop.time() - silent_since > next_check:
+                    if self.outage.lost:
+                        if loop.time() >= self._next_probe:
+                            self._next_probe = loop.time() + _OUTAGE_PROBE
+                            await self.outage.check()
+                    elif loop.time() - silent_since > next_check:
                         next_check += 2 * _SILENCE_CHECK
                         await self._check_alive(progress)
                     await asyncio.sleep(_POLL)
@@ -303,13 +338,22 @@ class Chat:
 
     async def _check_alive(self, progress: render.Progress) -> None:
         """During a long silence: say why if no worker runs; fail if the session ended."""
-        info = await describe_session(self.conn.client, self.session_id)
+        if not await self.outage.check():
+            return
+        try:
+            info = await describe_session(self.conn.client, self.session_id)
+            seen = await worker_seen(self.conn.client, self.task_queue)
+        except RPCError as err:
+            if not unreachable(err):
+                raise
+            self.outage.report_lost()
+            return
         if info is not None and not info.running:
             raise CommandError(
                 f"session {self.session_id!r} ended while following it (its "
                 f"workflow is {info.status})"
             )
-        if not await worker_seen(self.conn.client, self.task_queue):
+        if not seen:
             progress.hint(
                 f"no worker is serving flow {self.flow_type!r}; start one with "
                 "`dex-agents worker --agent module:flow`"
@@ -318,16 +362,43 @@ class Chat:
     async def _snapshot(self) -> AgentSnapshot | None:
         """The live snapshot from the session, else the store's projection."""
         try:
+            if self.outage.lost:
+                raise EngineError("the Temporal server is gone")
             return await get_agent_snapshot(
                 self.conn.client, None, self.session_id, store=self.store
             )
-        except EngineError:
+        except (EngineError, RPCError) as err:
+            if isinstance(err, RPCError):
+                if not unreachable(err):
+                    raise
+                self.outage.report_lost()
             projected = await self.store.get_snapshot(self.session_id)
             if projected is None:
                 return None
             return await with_recent_turns(
                 render.snapshot_from_json(projected), self.store
             )
+
+    # -- the server going away --------------------------------------------------
+
+    async def _reachable(self, otherwise: str) -> bool:
+        """Whether the server answers now; if not, say so and that nothing was sent.
+
+        A quick health check first: a call to a server that is gone retries
+        for about 10 s before it fails.
+        """
+        if await self.outage.check():
+            return True
+        self._note(f"{otherwise}; send it again once the server is back", "yellow")
+        return False
+
+    def _lost(self, otherwise: str) -> None:
+        self.outage.report_lost()
+        self._note(f"{otherwise}; send it again once the server is back", "yellow")
+
+    def _say(self, line: Text) -> None:
+        self._end_line()
+        self.out.print(line, soft_wrap=True)
 
     # -- rendering events -------------------------------------------------------
 
@@ -367,13 +438,28 @@ class Chat:
             case "tool_call_finished":
                 self._end_line()
                 status = str(data.get("status", ""))
+                if status in ("rejected", "expired"):
+                    return False  # the approval's own line says it, with why
+                # A failed call shows the tool's error; an unknown outcome, what
+                # the tool raised or what ended its Step.
+                detail = data.get("error") or data.get("output") or ""
                 self.out.print(
                     Text.assemble(
                         "  ↳ ",
-                        (status, "green" if status == "finished" else "red"),
-                        f": {render.preview(str(data.get('output', '')))}",
+                        (
+                            status.replace("_", " "),
+                            "green" if status == "finished" else "red",
+                        ),
+                        f": {render.preview(str(detail))}" if detail else "",
                     ),
                     soft_wrap=True,
+                )
+            case "tool_call_attempt_failed" if data.get("retrying"):
+                self._end_line()
+                self._note(
+                    f"  ↳ attempt {data.get('attempt')} failed, retrying: "
+                    f"{render.preview(str(data.get('error', '')))}",
+                    "yellow",
                 )
             case "interrupt_created":
                 self._end_line()

@@ -9,14 +9,20 @@ behind and never fights `dev` over the SQLite file.
 The runtime store is `<state_dir>/runtime.sqlite` unless `--store` names another
 file or a `postgresql://` URL.
 Read commands do not create it: a missing file is a store without sessions.
+
+While Temporal is down its Rust core logs a `WARN ... tcp connect error` line for
+every retried call, several a second; commands keep those off the terminal
+(`quiet_temporal_logs`) and say it once in their own words instead (`Outage`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import os
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -24,6 +30,8 @@ from pathlib import Path
 from typing import Any
 
 import click
+import temporalio.runtime
+from rich.text import Text
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
@@ -38,11 +46,13 @@ from ..stores import (
     redacted_store,
 )
 from ..temporal import EngineConfig, open_engine, resolve_state_dir
-from ._errors import CommandError
+from ._errors import DEBUG_ENV, CommandError, prog, unusable_path
 
 STORE_FILE = "runtime.sqlite"
 _RECORD_FILE = "engine.json"
 _CONNECT_TIMEOUT = timedelta(seconds=5)
+_HEALTH_TIMEOUT = timedelta(seconds=1)
+"""A health check answers in milliseconds; a closed port fails at once."""
 _POLLER_FRESHNESS = timedelta(seconds=90)
 """A worker re-polls at least once a minute (Temporal's long-poll limit), so a
 poller last seen longer ago than this has stopped."""
@@ -135,6 +145,8 @@ class Connection:
     namespace: str
     where: str
     """`dev server (pid 12, state dir …)` or `cluster`: said in banners and errors."""
+    restart_hint: str = "check that the Temporal cluster is running"
+    """What to do when this server goes away, said once per outage."""
 
 
 async def connect(target: Target) -> Connection:
@@ -143,6 +155,7 @@ async def connect(target: Target) -> Connection:
     Raises:
         CommandError: nothing answers; the message says how to start a server.
     """
+    quiet_temporal_logs()
     config = EngineConfig.from_env()
     if target.address is not None:
         base = config or EngineConfig(address=target.address)
@@ -196,7 +209,98 @@ async def _connect_dev_server(target: Target) -> Connection:
         address=address,
         namespace=target.namespace,
         where=f"dev server (pid {pid}, state dir {target.state_dir})",
+        restart_hint=dev_restart_hint(target.state_dir),
     )
+
+
+def dev_restart_hint(state_dir: Path) -> str:
+    """How to bring a state directory's dev server back, for outage lines."""
+    return (
+        f"start it again with `{prog()} dev --agent module:flow --state-dir "
+        f"{state_dir}`"
+    )
+
+
+def quiet_temporal_logs() -> None:
+    """Keep the Rust core's log lines (retry WARN floods) off the terminal.
+
+    Only a process's first Temporal connection picks its runtime, so this runs
+    before any; a process that already has one (a program that runs a command
+    in-process, a test) keeps its own. With `DEX_AGENTS_DEBUG` set the core logs
+    as usual.
+    """
+    if os.environ.get(DEBUG_ENV):
+        return
+    ref = getattr(temporalio.runtime, "_runtime_ref", None)
+    if getattr(ref, "_default_runtime", None) is not None:
+        return
+    quiet = temporalio.runtime.Runtime(
+        telemetry=temporalio.runtime.TelemetryConfig(logging=None)
+    )
+    # Another thread may have set one meanwhile: that one stays.
+    with contextlib.suppress(RuntimeError):
+        temporalio.runtime.Runtime.set_default(quiet)
+
+
+def unreachable(err: BaseException) -> bool:
+    """Whether `err` means Temporal cannot be reached, rather than that it refused."""
+    return isinstance(err, RPCError) and err.status == RPCStatusCode.UNAVAILABLE
+
+
+async def server_answers(client: Client) -> bool:
+    """Whether the server answers a health check now (no retries: a second at most)."""
+    try:
+        return await client.service_client.check_health(timeout=_HEALTH_TIMEOUT)
+    except (RPCError, RuntimeError, TimeoutError):
+        return False
+
+
+class Outage:
+    """Says once that the Temporal server went away, and once that it is back.
+
+    The chat and `worker` call `check()` while they wait, however often; the
+    user reads one line per outage instead of a retry per second.
+    """
+
+    def __init__(
+        self, conn: Connection, say: Callable[[Text], None], *, meanwhile: str
+    ) -> None:
+        self._conn = conn
+        self._say = say
+        self._meanwhile = meanwhile
+        self.lost = False
+        """Whether the server is known to be gone (the advice was printed)."""
+
+    def report_lost(self) -> None:
+        """The server did not answer: print the advice, once per outage."""
+        if self.lost:
+            return
+        self.lost = True
+        self._say(
+            Text(
+                f"lost the Temporal server at {self._conn.address}; "
+                f"{self._conn.restart_hint} ({self._meanwhile})",
+                style="yellow",
+            )
+        )
+
+    def report_back(self) -> None:
+        """The server answered again: say so, once."""
+        if not self.lost:
+            return
+        self.lost = False
+        self._say(
+            Text(f"the Temporal server at {self._conn.address} is back", style="green")
+        )
+
+    async def check(self) -> bool:
+        """Ask the server now; report a change. Returns whether it answers."""
+        answers = await server_answers(self._conn.client)
+        if answers:
+            self.report_back()
+        else:
+            self.report_lost()
+        return answers
 
 
 def _read_record(path: Path) -> tuple[str, int, tuple[str, ...]] | None:
@@ -238,6 +342,11 @@ async def open_store(target: Target, *, create: bool = False) -> RuntimeStore:
         return await open_runtime_store(target.store)
     except UserError as e:
         raise CommandError(str(e)) from e
+    except (OSError, sqlite3.Error) as e:
+        unusable = unusable_path(e, redacted_store(target.store))
+        if unusable is None:
+            raise
+        raise CommandError(unusable) from e
 
 
 def store_label(store: RuntimeStore) -> str:

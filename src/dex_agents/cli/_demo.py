@@ -1,9 +1,11 @@
 """`dex-agents demo`: durability shown end to end, in one command, offline.
 
 It starts the embedded engine and a worker process for the README's support
-agent, then plays a conversation: a read tool inline, a refund that waits for
-approval, the worker SIGKILLed while it waits and a new one started, the
-approval, and the refund running exactly once (the ledger shows one row).
+agent (`dex_agents.examples.support_agent`, shipped in the package, so the demo
+runs from any directory and from an installed wheel), then plays a
+conversation: a read tool inline, a refund that waits for approval, the worker
+SIGKILLed while it waits and a new one started, the approval, and the refund
+running exactly once (the ledger shows one row).
 Without `ANTHROPIC_API_KEY` it talks to the project's scripted Messages API on
 127.0.0.1 through the real bundled Claude Code CLI, and says so first.
 """
@@ -21,10 +23,15 @@ from rich.console import Console
 
 from ..stores import SQLiteRuntimeStore
 from ..temporal import EmbeddedEngine, SessionClient, resolve_state_dir
-from ..testing import MockMessagesApi, WorkerProcess, WorkerProcessConfig
+from ..testing import (
+    MockMessagesApi,
+    WorkerProcess,
+    WorkerProcessConfig,
+    scripted_model_env,
+)
 from ._agent_ref import load_flow
 
-EXAMPLE = Path("examples/support_agent.py")
+EXAMPLE_FLOW = "dex_agents.examples.support_agent:flow"
 
 # (what the user says, the script the scripted model follows for it)
 CONVERSATION = [
@@ -102,11 +109,6 @@ async def run_demo(state_dir: str | None = None, console: Console | None = None)
         )
     else:
         console.print("[bold]ANTHROPIC_API_KEY is set: talking to Claude.[/bold]")
-    if not EXAMPLE.exists():
-        console.print(
-            f"[red]{EXAMPLE} not found: run the demo from the project root.[/red]"
-        )
-        return 2
     state = resolve_state_dir(state_dir)
     run_id = time.strftime("%Y%m%d-%H%M%S")
     ledger = state / f"demo-{run_id}-refunds.sqlite"
@@ -125,20 +127,12 @@ async def run_demo(state_dir: str | None = None, console: Console | None = None)
         )
         if scripted:
             api = await stack.enter_async_context(MockMessagesApi())
-            env.update(
-                {
-                    "ANTHROPIC_BASE_URL": api.base_url,
-                    "ANTHROPIC_API_KEY": "scripted-demo-key",
-                    "NO_PROXY": "127.0.0.1,localhost",
-                    "CLAUDE_CONFIG_DIR": str((state / "claude-config").resolve()),
-                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-                }
-            )
+            env.update(scripted_model_env(api.base_url, state / "claude-config"))
             console.print(f"model: scripted Messages API at {api.base_url}")
         store_path = state / "runtime.sqlite"
         store = SQLiteRuntimeStore(store_path)
         stack.push_async_callback(store.close)
-        flow_ref = f"{EXAMPLE}:flow"
+        flow_ref = EXAMPLE_FLOW
         flow = load_flow(flow_ref)
         worker = WorkerProcess(
             WorkerProcessConfig(

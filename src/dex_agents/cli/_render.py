@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -24,6 +24,8 @@ from rich.text import Text
 
 from ..session import EventRecord, JsonObject, ToolEffect, ToolRecord, Usage
 from ..temporal import AgentSnapshot, Interrupt, TurnSummary
+from ._errors import prog
+from ._views import Pending, ShownCall
 
 _SNAPSHOT = TypeAdapter(AgentSnapshot)
 _ONE_LINE_INPUT = 80
@@ -37,6 +39,7 @@ STATUS_STYLE = {
     "waiting_for_approval": "bold yellow",
     "completed": "green",
     "failed": "red",
+    "ended": "dim",
 }
 EFFECT_TEXT: dict[ToolEffect, str] = {
     "read": "read: changes nothing",
@@ -44,6 +47,24 @@ EFFECT_TEXT: dict[ToolEffect, str] = {
     "non_idempotent_write": "non-idempotent write: runs at most once, never retried",
     "unclassified": "unclassified: treated as a write that runs at most once",
 }
+AT_LEAST_ONCE_TEXT = (
+    "runs inside the Claude CLI, at least once: a turn rerun after a crash can "
+    "run it again"
+)
+"""The effect of an approved call that runs inside the model segment (Bash, Write, ...)."""
+
+
+def effect_text(interrupt: Interrupt) -> str:
+    """What approving `interrupt` does, as its card says it: true for where it runs."""
+    if interrupt.at_least_once:
+        return f"{interrupt.effect.replace('_', ' ')}: {AT_LEAST_ONCE_TEXT}"
+    return EFFECT_TEXT.get(interrupt.effect, interrupt.effect)
+
+
+def rerun_text(reruns: int) -> str:
+    """The mark of a turn whose model segments ran again (tools in the CLI may have too)."""
+    times = "once" if reruns == 1 else f"{reruns} times"
+    return f"↻ rerun {times} (tools inside the CLI may have run again)"
 
 
 _PIPE_WIDTH = 200
@@ -150,6 +171,37 @@ def ago(iso: str, now: datetime | None = None) -> str:
     return f"{seconds}s ago"
 
 
+def when(iso: str, now: datetime | None = None) -> str:
+    """A moment in local time to the second, and how far it is: `… (in 2 h)`.
+
+    Stored times are UTC with microseconds, which is for programs (`--json`
+    keeps them); a person reads local time and a distance.
+    """
+    try:
+        then = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    if then.tzinfo is None:
+        then = then.replace(tzinfo=UTC)
+    local = then.astimezone().replace(microsecond=0)
+    seconds = int((then - (now or datetime.now(UTC))).total_seconds())
+    distance = f"in {span(seconds)}" if seconds > 0 else f"{span(-seconds)} ago"
+    return f"{local.strftime('%Y-%m-%d %H:%M:%S %Z').strip()} ({distance})"
+
+
+def span(seconds: int) -> str:
+    """A duration as a person says it: `45 s`, `12 min`, `2 h 5 min`, `3 d`."""
+    seconds = max(0, seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        hours, minutes = divmod(seconds // 60, 60)
+        return f"{hours} h {minutes} min" if minutes and hours < 10 else f"{hours} h"
+    return f"{seconds // 86400} d"
+
+
 def preview(text: str) -> str:
     """A tool output on one line, cut at a readable length."""
     flat = " ".join(text.split())
@@ -187,6 +239,47 @@ def sessions_table(snapshots: Iterable[AgentSnapshot]) -> Table:
     return table
 
 
+_INTERRUPT = TypeAdapter(Interrupt)
+_INPUT_SUMMARY = 60
+"""Characters of a call's input in the `approvals` table; `--json` has all of it."""
+
+
+def input_summary(arguments: JsonObject) -> str:
+    """A call's input on one line, cut to fit a table cell."""
+    compact = json.dumps(arguments, ensure_ascii=False)
+    if len(compact) <= _INPUT_SUMMARY:
+        return compact
+    return compact[: _INPUT_SUMMARY - 1] + "…"
+
+
+def approvals_table(waiting: Iterable[Pending]) -> Table:
+    """The `approvals` table: one row per pending approval, the longest-waiting first."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in ("SESSION", "INTERRUPT", "TOOL", "EFFECT", "INPUT", "DEADLINE"):
+        table.add_column(column, no_wrap=column != "INPUT")
+    table.add_column("WAITING", no_wrap=True)
+    for row in waiting:
+        interrupt = row.interrupt
+        table.add_row(
+            row.session_id,
+            interrupt.interrupt_id,
+            interrupt.tool_name,
+            interrupt.effect.replace("_", " "),
+            Text(input_summary(interrupt.arguments), style="dim"),
+            when(interrupt.deadline) if interrupt.deadline else Text("-", style="dim"),
+            ago(interrupt.created_at).removesuffix(" ago"),
+        )
+    return table
+
+
+def approval_json(row: Pending) -> JsonObject:
+    """One row of `approvals --json`: the interrupt with its session, as stored."""
+    data = _INTERRUPT.dump_python(row.interrupt, mode="json")
+    for answered in ("resolved", "approved", "rejection_message", "arguments_ref"):
+        data.pop(answered, None)
+    return {"session_id": row.session_id, "flow_type": row.flow_type, **data}
+
+
 def print_facts(out: Console, rows: Iterable[tuple[str, str | Text]]) -> None:
     """Aligned `label  value` lines; long values wrap at the terminal, not here."""
     pairs = list(rows)
@@ -197,8 +290,18 @@ def print_facts(out: Console, rows: Iterable[tuple[str, str | Text]]) -> None:
         )
 
 
-def print_snapshot(out: Console, snapshot: AgentSnapshot, *, note: str = "") -> None:
-    """The `show` view: facts, turns, queued messages and pending approvals."""
+def print_snapshot(
+    out: Console,
+    snapshot: AgentSnapshot,
+    *,
+    note: str = "",
+    calls: Mapping[str, Sequence[ShownCall]] | None = None,
+) -> None:
+    """The `show` view: facts, turns, queued messages and pending approvals.
+
+    `calls`: every tool call of a turn, by turn ID (`_views.turn_calls`);
+    a turn without an entry shows its summary's records.
+    """
     rows: list[tuple[str, str | Text]] = [
         ("session", snapshot.session_id),
         ("flow", snapshot.flow_type),
@@ -213,19 +316,23 @@ def print_snapshot(out: Console, snapshot: AgentSnapshot, *, note: str = "") -> 
         out.print(Text(note, style="dim"))
     for turn in snapshot.turns:
         out.print()
-        print_turn(out, turn)
-    if snapshot.pending_prompts:
+        print_turn(out, turn, calls=(calls or {}).get(turn.turn_id))
+    # The active turn's own prompts show with it, not as queued.
+    queued = snapshot.queued_prompts
+    if queued is None:
+        queued = snapshot.pending_prompts
+    if queued:
         out.print()
         out.print(Text("queued messages", style="bold"))
-        for prompt in snapshot.pending_prompts:
+        for prompt in queued:
             out.print(Text(f"  you › {prompt}"), soft_wrap=True)
     for interrupt in snapshot.pending_interrupts:
         out.print()
         print_interrupt(out, interrupt)
         out.print(
             Text(
-                f"  approve: dex-agents approve {snapshot.session_id} "
-                f"{interrupt.interrupt_id}\n  reject:  dex-agents reject "
+                f"  approve: {prog()} approve {snapshot.session_id} "
+                f"{interrupt.interrupt_id}\n  reject:  {prog()} reject "
                 f"{snapshot.session_id} {interrupt.interrupt_id} --message '...'",
                 style="dim",
             ),
@@ -233,17 +340,30 @@ def print_snapshot(out: Console, snapshot: AgentSnapshot, *, note: str = "") -> 
         )
 
 
-def print_turn(out: Console, turn: TurnSummary, *, header: bool = True) -> None:
-    """One turn: its prompts, its deferred tool calls, its answer or error."""
+def print_turn(
+    out: Console,
+    turn: TurnSummary,
+    *,
+    header: bool = True,
+    calls: Sequence[ShownCall] | None = None,
+) -> None:
+    """One turn: its prompts, its tool calls, its answer or error.
+
+    Without `calls` only the deferred calls show (those the summary records).
+    """
     if header:
         title = Text.assemble((turn.turn_id, "bold"), "  ", status_text(turn.status))
+        if turn.reruns:
+            title.append(f"  {rerun_text(turn.reruns)}", style="yellow")
         if turn.usage.model_calls:
             title.append(f"  {usage_text(turn.usage)}", style="dim")
         out.print(title)
     for prompt in turn.prompts:
         print_prompt(out, prompt)
-    for record in turn.tool_calls:
-        print_tool_record(out, record)
+    if calls is None:
+        calls = [ShownCall(record=r) for r in turn.tool_calls]
+    for call in calls:
+        print_tool_record(out, call.record, running=not call.ended)
     if turn.final_text:
         print_answer(out, turn.final_text)
     if turn.error:
@@ -260,17 +380,22 @@ def print_answer(out: Console, text: str) -> None:
     out.print(Text.assemble(("agent › ", "bold green"), text), soft_wrap=True)
 
 
-def print_tool_record(out: Console, record: ToolRecord) -> None:
-    """A deferred call's final record: name, input, and how it ended."""
+def print_tool_record(
+    out: Console, record: ToolRecord, *, running: bool = False
+) -> None:
+    """A call's record: name, input, and how it ended (or that it still runs)."""
     style = "green" if record.status == "finished" else "red"
-    detail = record.output or record.rejection_message or ""
+    status = record.status.replace("_", " ")
+    if running:
+        style, status = "cyan", "running"
+    detail = "" if running else record.output or record.rejection_message or ""
     line = Text.assemble(
         ("⚙ ", "magenta"),
         (record.tool_name, "bold"),
         " ",
         (arguments_text(record.arguments), "dim"),
         " → ",
-        (record.status.replace("_", " "), style),
+        (status, style),
     )
     if detail:
         line.append(f": {preview(detail)}")
@@ -286,12 +411,12 @@ def print_interrupt(out: Console, interrupt: Interrupt) -> None:
     )
     rows: list[tuple[str, str | Text]] = [
         ("tool", interrupt.tool_name),
-        ("effect", EFFECT_TEXT.get(interrupt.effect, interrupt.effect)),
+        ("effect", effect_text(interrupt)),
     ]
     if interrupt.reason:
         rows.append(("why", interrupt.reason))
     if interrupt.deadline:
-        rows.append(("deadline", interrupt.deadline))
+        rows.append(("deadline", when(interrupt.deadline)))
     # The input is printed as is, never wrapped or cut by rich.
     text = arguments_text(interrupt.arguments)
     first, *rest = text.splitlines()
@@ -323,7 +448,22 @@ def event_line(event: EventRecord) -> Text:
             line.append(_compact(data.get("arguments", {})), style="dim")
         case "tool_call_finished":
             line.append(f"{data.get('tool_name')} {data.get('status')}: ")
-            line.append(preview(str(data.get("output", ""))), style="dim")
+            detail = data.get("error") or data.get("rejection_message")
+            line.append(preview(str(detail or data.get("output", ""))), style="dim")
+        case "tool_call_attempt_failed":
+            retry = "; retrying" if data.get("retrying") else ""
+            line.append(
+                f"{data.get('tool_name')} attempt {data.get('attempt')}{retry}: "
+            )
+            line.append(preview(str(data.get("error", ""))), style="red")
+        case "segment_rerun":
+            line.append(
+                f"↻ {data.get('step_execution_id')} runs again (attempt "
+                f"{data.get('attempt')}): tools inside the CLI may run again",
+                style="yellow",
+            )
+        case "turn_completed" if data.get("reruns"):
+            line.append(rerun_text(int(str(data.get("reruns")))), style="yellow")
         case "interrupt_created":
             line.append(
                 f"{data.get('interrupt_id')} {data.get('tool_name')} "
@@ -337,6 +477,10 @@ def event_line(event: EventRecord) -> Text:
                 line.append(f": {data.get('rejection_message')}")
         case "turn_failed":
             line.append(str(data.get("error", "")), style="red")
+            if data.get("reruns"):
+                line.append(f"  {rerun_text(int(str(data.get('reruns'))))}", "yellow")
+        case "session_ended":
+            line.append(str(data.get("reason", "")))
         case _:
             pass
     return line

@@ -4,26 +4,50 @@ Events never go through workflow history. They are appended to the runtime
 store's event log under `(session_id, turn_id, step_execution_id, attempt, seq)`.
 A retried attempt re-sends its deltas, so readers group text by
 `(turn_id, step_execution_id, attempt)` and keep the latest attempt.
+
+Each event type has a typed payload below (`TextDeltaEvent`, ...,
+`SessionEndedEvent`, the `EventPayload` union): producers build one and turn
+it into an `AgentEvent` with `agent_event`, readers turn a stored record back
+into one with `event_payload`. Every stored event carries a `timestamp`
+(ISO 8601, UTC) in its data: the activity that writes it stamps it when it is
+emitted, and the workflow stamps its own events with `workflow.now()`, so a
+replay writes the same time. `docs/events.md` is the table of them all.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Annotated, Literal, Protocol
 
+from pydantic import Field, TypeAdapter, ValidationError
+
+from ._blob import BlobReference
 from ._json import JsonObject
 
 AgentEventType = Literal[
     "text_delta",
     "reasoning_delta",
     "tool_call_started",
+    "tool_call_attempt_failed",
     "tool_call_finished",
+    "segment_rerun",
     "turn_started",
     "turn_completed",
     "turn_failed",
     "interrupt_created",
     "interrupt_resolved",
+    "session_ended",
 ]
+
+ToolOutcomeStatus = Literal[
+    "finished", "failed", "outcome_unknown", "rejected", "expired", "skipped"
+]
+"""How a tool call ended, as `tool_call_finished` says it.
+
+The call's record says `rejected` for an expired approval too (with the
+deadline's message); the event tells the two apart.
+"""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -48,6 +72,12 @@ class EventRecord:
     cursor: int = 0
     """Position in the session's log, assigned by the store; read after it to follow."""
 
+    @property
+    def timestamp(self) -> str:
+        """When the event happened (ISO 8601, UTC); empty for events written before 0.2."""
+        value = self.data.get("timestamp")
+        return value if isinstance(value, str) else ""
+
 
 class EventSink(Protocol):
     """Where a runner sends its live events during one Step attempt."""
@@ -55,3 +85,213 @@ class EventSink(Protocol):
     def emit(self, event: AgentEvent) -> None:
         """Queue one event; it must not block the segment."""
         ...
+
+
+# ----- typed payloads ---------------------------------------------------------
+#
+# Every payload has the event's `type` and the `timestamp` its writer stamped.
+# Long values never ride in an event: a tool output or call input over 8 KiB
+# is a preview plus a `BlobReference` into the runtime store
+# (`RuntimeStore.get_blob(session_id, ref.blob_id)` reads it whole).
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDeltaEvent:
+    """A piece of the agent's answer, as the model streams it."""
+
+    type: Literal["text_delta"] = "text_delta"
+    text: str
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReasoningDeltaEvent:
+    """A piece of the model's visible reasoning."""
+
+    type: Literal["reasoning_delta"] = "reasoning_delta"
+    text: str
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallStartedEvent:
+    """A tool call starts: inside the model segment, or in its own Step attempt."""
+
+    type: Literal["tool_call_started"] = "tool_call_started"
+    tool_call_id: str
+    tool_name: str
+    arguments: JsonObject = field(default_factory=lambda: {})
+    """The call's input; empty when it is long and `arguments_ref` holds it."""
+    arguments_ref: BlobReference | None = None
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallAttemptFailedEvent:
+    """One attempt of a tool Step raised; `retrying` says whether another follows."""
+
+    type: Literal["tool_call_attempt_failed"] = "tool_call_attempt_failed"
+    tool_call_id: str
+    tool_name: str
+    attempt: int
+    error: str
+    """The tool's error, as `ExceptionType: message`."""
+    retrying: bool = False
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallFinishedEvent:
+    """How a tool call ended: one per call (per attempt, for a call its Step reran)."""
+
+    type: Literal["tool_call_finished"] = "tool_call_finished"
+    tool_call_id: str
+    tool_name: str
+    status: ToolOutcomeStatus
+    output: str = ""
+    """What the tool returned (its error text when `failed`); a preview when
+    `output_ref` holds the whole output."""
+    output_ref: BlobReference | None = None
+    error: str | None = None
+    """`failed`: the tool's error; `outcome_unknown`: why nothing was reported
+    (the error the tool raised, or the crash or timeout of its Step)."""
+    rejection_message: str | None = None
+    """`rejected` and `expired`: what the agent reads instead of a result."""
+    attempts: int = 0
+    """Attempts its Step ran (0 for a call that ran inside the model segment)."""
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SegmentRerunEvent:
+    """A model segment runs again (attempt 2 or later) after a crash or an error.
+
+    Tools that run inside the model's CLI (Bash, Write, ...) may run again in
+    it: they run at least once, not at most once.
+    """
+
+    type: Literal["segment_rerun"] = "segment_rerun"
+    step_execution_id: str
+    attempt: int
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnStartedEvent:
+    """A turn starts; it sends every message queued until now."""
+
+    type: Literal["turn_started"] = "turn_started"
+    turn_id: str
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnCompletedEvent:
+    """A turn answered; `reruns` counts extra attempts of its model segments."""
+
+    type: Literal["turn_completed"] = "turn_completed"
+    turn_id: str
+    reruns: int = 0
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnFailedEvent:
+    """A turn failed; its messages stay queued with a note for the next turn."""
+
+    type: Literal["turn_failed"] = "turn_failed"
+    turn_id: str
+    error: str
+    reruns: int = 0
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InterruptCreatedEvent:
+    """A tool call waits for a person's approval."""
+
+    type: Literal["interrupt_created"] = "interrupt_created"
+    interrupt_id: str
+    tool_call_id: str
+    tool_name: str
+    arguments: JsonObject = field(default_factory=lambda: {})
+    arguments_ref: BlobReference | None = None
+    effect: str = "unclassified"
+    """The call's `ToolEffect`."""
+    at_least_once: bool = False
+    """Approved, it runs inside the model's CLI, where a rerun segment can run it again."""
+    deadline: str | None = None
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class InterruptResolvedEvent:
+    """An approval was answered: by a person, by its deadline, or by ending the session."""
+
+    type: Literal["interrupt_resolved"] = "interrupt_resolved"
+    interrupt_id: str
+    approved: bool
+    rejection_message: str | None = None
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SessionEndedEvent:
+    """The session ended (`SessionClient.end`); its workflow completes after this."""
+
+    type: Literal["session_ended"] = "session_ended"
+    reason: str = ""
+    timestamp: str = ""
+
+
+EventPayload = Annotated[
+    TextDeltaEvent
+    | ReasoningDeltaEvent
+    | ToolCallStartedEvent
+    | ToolCallAttemptFailedEvent
+    | ToolCallFinishedEvent
+    | SegmentRerunEvent
+    | TurnStartedEvent
+    | TurnCompletedEvent
+    | TurnFailedEvent
+    | InterruptCreatedEvent
+    | InterruptResolvedEvent
+    | SessionEndedEvent,
+    Field(discriminator="type"),
+]
+"""The typed payload of an event, discriminated by its `type`."""
+
+_PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
+
+
+def agent_event(payload: EventPayload) -> AgentEvent:
+    """The `AgentEvent` that carries `payload` (an empty timestamp is left for the writer)."""
+    data = _PAYLOAD.dump_python(payload, mode="json")
+    del data["type"]
+    if not data.get("timestamp"):
+        data.pop("timestamp", None)
+    return AgentEvent(type=payload.type, data=data)
+
+
+def event_payload(event: EventRecord | AgentEvent) -> EventPayload | None:
+    """The typed payload of a stored (or emitted) event.
+
+    None when the data does not fit its type: a runner's own event of an
+    unexpected shape. The record's `data` still holds it.
+    """
+    try:
+        return _PAYLOAD.validate_python({**event.data, "type": event.type})
+    except ValidationError:
+        return None
+
+
+def event_time(at: datetime) -> str:
+    """How events write a moment: ISO 8601 in UTC, to the millisecond."""
+    return at.astimezone(UTC).isoformat(timespec="milliseconds")
+
+
+def stamped(event: AgentEvent, at: datetime) -> AgentEvent:
+    """`event` with its `timestamp` set to `at`, unless it has one already."""
+    if event.data.get("timestamp"):
+        return event
+    return replace(event, data={**event.data, "timestamp": event_time(at)})

@@ -27,7 +27,7 @@ from ._policy import ToolEffect
 from ._records import ToolCall, ToolRecord
 from ._usage import Usage
 
-SessionStatus = Literal["idle", "running", "waiting_for_approval"]
+SessionStatus = Literal["idle", "running", "waiting_for_approval", "ended"]
 TurnStatus = Literal["running", "waiting_for_approval", "completed", "failed"]
 TurnPhase = Literal["run_model", "tool", "await_approval", "execute", "resume"]
 
@@ -57,6 +57,9 @@ class Interrupt:
     arguments_ref: BlobReference | None = None
     """Set when the call's arguments are long: `arguments` is then empty and the
     whole arguments are this runtime store blob (the client's snapshot reads it)."""
+    at_least_once: bool = False
+    """Approved, the call runs inside the model segment (a tool of the Claude CLI,
+    such as Bash), which a crash reruns: it may run more than once."""
 
 
 @dataclass(kw_only=True)
@@ -71,6 +74,9 @@ class TurnSummary:
     tool_calls: list[ToolRecord] = field(default_factory=lambda: [])
     usage: Usage = field(default_factory=Usage)
     error: str | None = None
+    reruns: int = 0
+    """Extra attempts of its model segments (a crash or an error reran them): tools
+    inside the model's CLI may have run more than once in such a turn."""
 
 
 @dataclass(kw_only=True)
@@ -95,6 +101,8 @@ class ActiveTurn:
     """Previews of the prompts this turn sends first (its summary's `prompts`)."""
     usage: Usage = field(default_factory=Usage)
     """What this turn's segments cost so far."""
+    reruns: int = 0
+    """Extra attempts of this turn's model segments so far (see `TurnSummary.reruns`)."""
 
 
 @dataclass(kw_only=True)
@@ -128,6 +136,10 @@ class SessionState:
     Temporal deduplicates an Update ID within one run only; a client that
     retries an Update whose run just continued as new would deliver it twice.
     """
+    end_requested: bool = False
+    """`end_session` was applied: no new turn starts, and the workflow completes
+    once the active turn (if any) stopped."""
+    end_reason: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +163,8 @@ _summary_json: TypeAdapter[TurnSummary] = TypeAdapter(TurnSummary)
 
 def session_status(state: SessionState) -> SessionStatus:
     """The status a snapshot reports for `state`: running until nothing is left to do."""
+    if state.end_requested and state.active is None:
+        return "ended"
     if state.active is None:
         return "running" if state.inbox else "idle"
     if state.active.phase == "await_approval":
@@ -185,6 +199,7 @@ def turn_summary(active: ActiveTurn, status: TurnStatus | None) -> TurnSummary:
         prompts=list(active.prompts),
         tool_calls=[_clipped_record(r) for r in active.turn_records],
         usage=active.usage,
+        reruns=active.reruns,
     )
 
 

@@ -17,10 +17,18 @@ interpreter: it asks `advance` for the next Step, runs it (an activity, a
 wait, a publish, continue-as-new) and hands the result to the function named
 in the Step's docstring, until the turn ends.
 
-The Update handlers' rules are here too: `check_message` and
-`check_resolution` are their validators, and `queue_message` and
-`apply_resolution` remember Update IDs in the state, because Temporal
+The Update handlers' rules are here too: `check_message`, `check_resolution`
+and `check_end` are their validators, and `queue_message`, `apply_resolution`
+and `end_session` remember Update IDs in the state, because Temporal
 deduplicates an Update ID within one run only.
+
+Ending a session (`end_session`) is graceful, never a cancellation: nothing
+that runs is interrupted. An idle session ends at once. One with work in
+progress (a running turn, queued messages, approvals waiting) is refused
+unless `force`; forced, its approvals are rejected ("the session ended"), its
+queued messages are dropped, and a running turn stops after the Step it is
+in (its model segment or tool call finishes, nothing runs after it). Then
+`finish_session` emits `session_ended` and the workflow completes.
 """
 
 from __future__ import annotations
@@ -31,7 +39,17 @@ from datetime import datetime, timedelta
 from typing import Literal
 
 from ._blob import BlobReference, preview
-from ._events import AgentEvent, AgentEventType
+from ._events import (
+    AgentEvent,
+    InterruptCreatedEvent,
+    InterruptResolvedEvent,
+    SessionEndedEvent,
+    ToolCallFinishedEvent,
+    TurnCompletedEvent,
+    TurnFailedEvent,
+    TurnStartedEvent,
+    agent_event,
+)
 from ._json import JsonObject
 from ._media import ImageReference
 from ._options import AgentSessionOptions
@@ -62,6 +80,13 @@ KEEP_UPDATE_IDS = 500
 
 DEADLINE_PASSED = "no approval arrived before the deadline"
 """The rejection message of an interrupt whose deadline passed."""
+
+SESSION_ENDED = "the session ended"
+"""The rejection message of an approval the session's end rejected (with its reason)."""
+
+CLI_CALL_KIND = "cli"
+"""`ToolCall.metadata["kind"]` of a tool of the model's own CLI (the Claude adapter's
+Bash, Write, ...): approved, it runs inside the resumed model segment."""
 
 
 # ----- Steps ------------------------------------------------------------------
@@ -169,7 +194,13 @@ class UpdateOutcome:
     answer: bool
 
 
-RefusalReason = Literal["invalid_message", "queue_full", "unknown_interrupt"]
+RefusalReason = Literal[
+    "invalid_message",
+    "queue_full",
+    "unknown_interrupt",
+    "session_busy",
+    "session_ended",
+]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -212,7 +243,7 @@ def start_turn(state: SessionState) -> Transition:
     )
     return Transition(
         state=replace(state, turn_counter=counter, active=active, inbox=0),
-        events=(_event("turn_started", {"turn_id": turn_id}),),
+        events=(agent_event(TurnStartedEvent(turn_id=turn_id)),),
     )
 
 
@@ -223,22 +254,32 @@ def advance(
 
     A spent budget fails the turn; a call after a rejected or unfinished one
     of the same reply is skipped; a call without approval goes to execute;
-    the end of a batch resumes the model. With no active turn there is no Step.
+    the end of a batch resumes the model. A session that is ending stops the
+    turn here, before its next Step. With no active turn there is no Step.
     """
+    events: list[AgentEvent] = []
+
+    def then(transition: Transition) -> Transition:
+        return replace(transition, events=(*events, *transition.events))
+
     while (active := state.active) is not None:
+        if state.end_requested and active.phase != "await_approval":
+            return then(_fail_turn(state, _ended_turn_error(state)))
         match active.phase:
             case "run_model" | "resume":
                 spent, limit = state.usage.cost_usd, options.spend_limit
                 if limit is not None and spent >= limit:
-                    return _fail_turn(
-                        state,
-                        f"spend limit reached: {spent:.4f} USD of {limit:.4f} USD; "
-                        "raise `spend_limit` to continue",
+                    return then(
+                        _fail_turn(
+                            state,
+                            f"spend limit reached: {spent:.4f} USD of {limit:.4f} "
+                            "USD; raise `spend_limit` to continue",
+                        )
                     )
                 state = replace(
                     state, active=replace(active, segment=active.segment + 1)
                 )
-                return Transition(state=state, step=model_step(state))
+                return then(Transition(state=state, step=model_step(state)))
             case "tool":
                 if active.call_index >= len(active.calls):
                     state = replace(state, active=replace(active, phase="resume"))
@@ -247,16 +288,20 @@ def advance(
                 if any(
                     r.status in ("rejected", "outcome_unknown") for r in active.records
                 ):
-                    state = _record(state, _record_of(call, "skipped"))
+                    skipped = _record_of(call, "skipped")
+                    state = _record(state, skipped)
+                    events.append(_finished_event(skipped))
                 elif call.policy.needs_approval:
-                    return Transition(state=state, step=OpenInterruptStep(call=call))
+                    return then(
+                        Transition(state=state, step=OpenInterruptStep(call=call))
+                    )
                 else:
                     state = replace(state, active=replace(active, phase="execute"))
             case "await_approval":
-                return Transition(state=state, step=_approval_step(state, now))
+                return then(Transition(state=state, step=_approval_step(state, now)))
             case "execute":
-                return Transition(state=state, step=_tool_step(active, options))
-    return Transition(state=state)
+                return then(Transition(state=state, step=_tool_step(active, options)))
+    return then(Transition(state=state))
 
 
 # ----- the model phase --------------------------------------------------------
@@ -282,16 +327,26 @@ def model_step(state: SessionState) -> RunModelStep:
 
 
 def model_answered(
-    state: SessionState, *, segment_id: str, final_text: str, usage: Usage
+    state: SessionState,
+    *,
+    segment_id: str,
+    final_text: str,
+    usage: Usage,
+    attempt: int = 0,
 ) -> Transition:
-    """The segment ended the turn: its items leave `pending`, its summary goes to the log."""
-    state = _add_usage(state, usage)
+    """The segment ended the turn: its items leave `pending`, its summary goes to the log.
+
+    `attempt` is the segment's attempt that answered (0: not known); a later
+    attempt than the first marks the turn rerun.
+    """
+    state = _rerun(_add_usage(state, usage), attempt)
     count = _active(state).pending_count
     state = replace(state, transcript_head=segment_id, pending=state.pending[count:])
-    turn_id = _active(state).turn_id
+    active = _active(state)
+    completed = TurnCompletedEvent(turn_id=active.turn_id, reruns=active.reruns)
     return Transition(
         state=_end_turn(state, "completed", final_text=final_text),
-        events=(_event("turn_completed", {"turn_id": turn_id}),),
+        events=(agent_event(completed),),
         step=PublishStep(),
     )
 
@@ -303,9 +358,10 @@ def calls_requested(
     calls: Sequence[ToolCall],
     run_state: JsonObject,
     usage: Usage,
+    attempt: int = 0,
 ) -> Transition:
     """The segment stopped at tool calls: the turn goes through them in order."""
-    state = _add_usage(state, usage)
+    state = _rerun(_add_usage(state, usage), attempt)
     if not calls:
         return _fail_turn(state, "the runner requested tool calls but named none")
     active = replace(
@@ -327,12 +383,16 @@ def model_failed(
     error: str,
     timed_out: bool = False,
     too_large: bool = False,
+    attempts: int = 0,
 ) -> Transition:
     """The segment failed for good (its attempts are used up): the turn fails.
 
     `timed_out`: it ran past `run_model_limit` or stopped heartbeating.
     `too_large`: the model refused the turn's prompts as too large.
+    `attempts`: how many attempts ran (0: not known); more than one marks the
+    turn rerun.
     """
+    state = _rerun(state, attempts)
     if timed_out:
         error = (
             f"the model segment exceeded `run_model_limit` ({options.run_model_limit}) "
@@ -366,21 +426,35 @@ def open_interrupt(
         reason=call.reason or f"{call.tool_name} is {call.policy.effect}",
         created_at=now.isoformat(),
         deadline=(now + deadline).isoformat() if deadline is not None else None,
+        at_least_once=runs_in_model_segment(call),
     )
     waiting = replace(active, interrupt_id=interrupt_id, phase="await_approval")
     interrupts = {**state.interrupts, interrupt_id: interrupt}
-    created: JsonObject = {
-        "interrupt_id": interrupt_id,
-        "tool_call_id": call.tool_call_id,
-        "tool_name": call.tool_name,
-        "arguments": call.arguments,
-        "effect": call.policy.effect,
-    }
+    created = InterruptCreatedEvent(
+        interrupt_id=interrupt_id,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        arguments=call.arguments,
+        arguments_ref=call.arguments_ref,
+        effect=call.policy.effect,
+        at_least_once=interrupt.at_least_once,
+        deadline=interrupt.deadline,
+    )
     return Transition(
         state=replace(state, interrupts=interrupts, active=waiting),
-        events=(_event("interrupt_created", created),),
+        events=(agent_event(created),),
         step=PublishStep(),
     )
+
+
+def runs_in_model_segment(call: ToolCall) -> bool:
+    """Whether `call`, approved, runs inside the resumed model segment (not its own Step).
+
+    Such a call (a tool of the Claude CLI: Bash, Write, ...) is not recorded
+    by the session: a crash before its segment finished reruns the segment,
+    and the model may call it again. It runs at least once.
+    """
+    return call.metadata.get("kind") == CLI_CALL_KIND
 
 
 def approval_settled(state: SessionState, interrupt_id: str) -> bool:
@@ -406,11 +480,12 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
         state = replace(state, interrupts=interrupts)
     if not interrupt.resolved:
         return Transition(state=state, step=ContinueAsNewStep())
-    resolved: JsonObject = {
-        "interrupt_id": interrupt.interrupt_id,
-        "approved": bool(interrupt.approved),
-        "rejection_message": interrupt.rejection_message,
-    }
+    resolved = InterruptResolvedEvent(
+        interrupt_id=interrupt.interrupt_id,
+        approved=bool(interrupt.approved),
+        rejection_message=interrupt.rejection_message,
+    )
+    events = [agent_event(resolved)]
     if interrupt.approved:
         state = replace(state, active=replace(active, phase="execute"))
     else:
@@ -419,11 +494,8 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
             rejection_message=interrupt.rejection_message or "",
         )
         state = _record(state, rejected)
-    return Transition(
-        state=state,
-        events=(_event("interrupt_resolved", resolved),),
-        step=PublishStep(),
-    )
+        events.append(_finished_event(rejected, expired=timed_out))
+    return Transition(state=state, events=tuple(events), step=PublishStep())
 
 
 # ----- the tool phase ---------------------------------------------------------
@@ -454,13 +526,17 @@ def record_outcome(
 def record_unknown_outcome(
     state: SessionState, *, error: str, attempts: int = 0
 ) -> Transition:
-    """The call's Step failed for good: it may or may not have acted."""
+    """The call's Step failed for good: it may or may not have acted.
+
+    Its `tool_call_finished` event says `outcome_unknown` with `error`: what
+    the tool raised, or the crash or timeout that ended its Step.
+    """
     record = replace(
         _record_of(_current_call(state), "outcome_unknown"),
         output=error,
         attempts=attempts,
     )
-    return Transition(state=_record(state, record))
+    return Transition(state=_record(state, record), events=(_finished_event(record),))
 
 
 # ----- Updates ----------------------------------------------------------------
@@ -472,6 +548,8 @@ def check_message(state: SessionState, prompt: UserPrompt) -> Refusal | None:
     A message of images alone may have empty text. Whether the runner takes
     images is the handler's question (`queue_message`), not a refusal.
     """
+    if state.end_requested:
+        return _ended(state)
     text, by_reference = prompt.text, prompt.text_ref is not None
     if not isinstance(text, str) or (  # pyright: ignore[reportUnnecessaryIsInstance]
         not text.strip() and not prompt.images and not by_reference
@@ -530,9 +608,11 @@ def queue_message(
 def check_resolution(state: SessionState, interrupt_id: str) -> Refusal | None:
     """Why `resolve_interrupt` refuses `interrupt_id`, or None.
 
-    Only an ID the session never had is refused; a repeat of one it resolved
-    is answered by `apply_resolution`.
+    Only an ID the session never had is refused, and any ID once the session
+    ended; a repeat of one it resolved is answered by `apply_resolution`.
     """
+    if state.end_requested:
+        return _ended(state)
     if interrupt_id in state.interrupts or interrupt_id in state.resolved_interrupts:
         return None
     waiting = [i for i, v in state.interrupts.items() if not v.resolved]
@@ -576,6 +656,78 @@ def apply_resolution(
     return UpdateOutcome(state=resolved, answer=True)
 
 
+def check_end(state: SessionState, *, force: bool) -> Refusal | None:
+    """Why `end_session` refuses, or None: work in progress, unless `force`.
+
+    An ended session is not refused: `end_session` answers False for it.
+    """
+    if force or state.end_requested:
+        return None
+    active = state.active
+    if active is not None and active.phase == "await_approval":
+        waiting = [i for i, v in state.interrupts.items() if not v.resolved]
+        busy = f"waiting for approval of {waiting}"
+    elif active is not None:
+        busy = f"running {active.turn_id}"
+    elif state.inbox:
+        busy = f"holding {state.inbox} queued message(s)"
+    else:
+        return None
+    return Refusal(
+        reason="session_busy",
+        message=f"session {state.session_id!r} is {busy}; wait until it is idle "
+        "(`wait_for_idle`, and answer its approvals) or end it anyway with "
+        "force=True (`dex-agents end --force`), which rejects its approvals, drops "
+        "its queued messages and stops a running turn after its current step",
+    )
+
+
+def end_session(
+    state: SessionState, *, reason: str, update_id: str | None
+) -> UpdateOutcome:
+    """End the session: no turn starts again; False if it already ended.
+
+    Approvals still waiting are rejected with `SESSION_ENDED` (and the
+    reason), and queued messages the active turn does not send are dropped;
+    `check_end` refused both unless forced. The active turn, if any, stops
+    before its next Step (`advance`), then `finish_session` ends the run.
+    """
+    if state.end_requested:
+        applied = update_id is not None and update_id in state.update_ids
+        return UpdateOutcome(state=state, answer=applied)
+    update_ids, _ = _remember(state.update_ids, update_id)
+    message = f"{SESSION_ENDED}: {reason}" if reason else SESSION_ENDED
+    interrupts = {
+        i: v
+        if v.resolved
+        else replace(v, resolved=True, approved=False, rejection_message=message)
+        for i, v in state.interrupts.items()
+    }
+    sent = state.active.pending_count if state.active is not None else 0
+    ended = replace(
+        state,
+        end_requested=True,
+        end_reason=reason,
+        interrupts=interrupts,
+        pending=state.pending[:sent],
+        inbox=0,
+        version=state.version + 1,
+        update_ids=update_ids,
+    )
+    return UpdateOutcome(state=ended, answer=True)
+
+
+def session_finished(state: SessionState) -> bool:
+    """Whether the session ended and no turn is left: its run may complete."""
+    return state.end_requested and state.active is None
+
+
+def finish_session(state: SessionState) -> Transition:
+    """The last change of an ended session: `session_ended`, published once."""
+    ended = SessionEndedEvent(reason=state.end_reason)
+    return Transition(state=state, events=(agent_event(ended),), step=PublishStep())
+
+
 # ----- helpers ----------------------------------------------------------------
 
 
@@ -598,8 +750,44 @@ def _add_usage(state: SessionState, usage: Usage) -> SessionState:
     )
 
 
-def _event(type_: AgentEventType, data: JsonObject) -> AgentEvent:
-    return AgentEvent(type=type_, data=data)
+def _rerun(state: SessionState, attempts: int) -> SessionState:
+    """The active turn, marked rerun when its segment took `attempts` (> 1) attempts."""
+    if attempts <= 1:
+        return state
+    active = _active(state)
+    return replace(state, active=replace(active, reruns=active.reruns + attempts - 1))
+
+
+def _finished_event(record: ToolRecord, *, expired: bool = False) -> AgentEvent:
+    """The `tool_call_finished` event of an outcome only the session knows.
+
+    Finished and failed calls get theirs from the Step that ran them.
+    """
+    status = record.status
+    finished = ToolCallFinishedEvent(
+        tool_call_id=record.tool_call_id,
+        tool_name=record.tool_name,
+        status="expired" if expired else status,
+        error=clip(record.output) if status == "outcome_unknown" else None,
+        rejection_message=record.rejection_message,
+        attempts=record.attempts,
+    )
+    return agent_event(finished)
+
+
+def _ended(state: SessionState) -> Refusal:
+    why = f" ({state.end_reason})" if state.end_reason else ""
+    return Refusal(
+        reason="session_ended",
+        message=f"session {state.session_id!r} has ended{why}; it takes no more "
+        "messages or approvals. Its history stays readable (`dex-agents show`); "
+        "start a new session with another ID to go on",
+    )
+
+
+def _ended_turn_error(state: SessionState) -> str:
+    why = f": {state.end_reason}" if state.end_reason else ""
+    return f"the session ended before this turn finished{why}"
 
 
 def _remember(update_ids: list[str], update_id: str | None) -> tuple[list[str], bool]:
@@ -692,9 +880,10 @@ def _fail_turn(
             + "; ".join(repr(preview(p.text, 80)) for p in dropped),
         )
     pending.insert(count, note)
+    failed = TurnFailedEvent(turn_id=active.turn_id, error=reason, reruns=active.reruns)
     return Transition(
         state=_end_turn(replace(state, pending=pending), "failed", error=reason),
-        events=(_event("turn_failed", {"turn_id": active.turn_id, "error": reason}),),
+        events=(agent_event(failed),),
         step=PublishStep(),
     )
 

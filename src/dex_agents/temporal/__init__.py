@@ -2,6 +2,7 @@
 
 from ._client import (
     SessionClient,
+    end_session,
     get_agent_snapshot,
     resolve_interrupt,
     send_and_wait,
@@ -45,6 +46,7 @@ __all__ = [
     "create_agent_session_flow",
     "create_worker",
     "data_converter",
+    "end_session",
     "find_temporal_binary",
     "get_agent_snapshot",
     "open_engine",

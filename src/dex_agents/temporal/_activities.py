@@ -17,7 +17,7 @@ import hashlib
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -38,18 +38,24 @@ from ..session import (
     PendingItem,
     ResumeState,
     RunModelContext,
+    SegmentRerunEvent,
     StoredMessage,
     ToolCall,
+    ToolCallAttemptFailedEvent,
+    ToolCallFinishedEvent,
+    ToolCallStartedEvent,
     ToolOutcome,
     ToolRecord,
     TurnCompleted,
     UserPrompt,
+    agent_event,
     blob_reference,
     idempotency_key,
     image_message_builder,
     preview,
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,
+    stamped,
 )
 from ..stores import RuntimeStore
 from ._events import StoreEventSink
@@ -159,9 +165,16 @@ async def write_session_events(
     first_seq: int,
     events: Sequence[AgentEvent],
 ) -> None:
-    """Append the workflow's own events, numbered from `first_seq + 1`."""
+    """Append the workflow's own events, numbered from `first_seq + 1`.
+
+    The workflow stamps its events with `workflow.now()`; one that comes
+    without a timestamp (from a workflow task of an earlier release) gets the
+    time it is written.
+    """
     if not events:
         return
+    now = datetime.now(UTC)
+    events = [stamped(e, now) for e in events]
     await store.append_events(
         [
             EventRecord(
@@ -249,6 +262,15 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
     )
 
 
+def _retried(failure: ApplicationError, attempt: int) -> bool:
+    """Whether Temporal runs another attempt of the activity after `failure`."""
+    if failure.non_retryable:
+        return False
+    policy = activity.info().retry_policy
+    maximum = policy.maximum_attempts if policy is not None else 0
+    return maximum == 0 or attempt < maximum
+
+
 def _span_recorder() -> Callable[..., None] | None:
     """The chat-span recorder when OpenTelemetry is installed, else None (tracing is optional)."""
     try:
@@ -334,6 +356,17 @@ def build_activities(
             step_execution_id=input.step_execution_id,
             attempt=attempt,
         ) as sink:
+            if attempt > 1:
+                # Said before the segment runs again: tools inside the model's CLI
+                # may run a second time in it (they are at least once).
+                sink.emit(
+                    agent_event(
+                        SegmentRerunEvent(
+                            step_execution_id=input.step_execution_id,
+                            attempt=attempt,
+                        )
+                    )
+                )
             context = RunModelContext(
                 session_id=input.session_id,
                 flow_type=flow_type,
@@ -375,10 +408,11 @@ def build_activities(
                 if isinstance(err, TimeoutError):
                     raise ApplicationError(
                         f"the model segment exceeded `run_model_limit` ({options.run_model_limit})",
+                        {"attempt": attempt},
                         type="RunModelTimeout",
                     ) from err
                 if isinstance(err, Exception):
-                    raise _engine_error(err) from err
+                    raise _engine_error(err, attempt=attempt) from err
                 raise
             if record_span is not None:
                 record_span(
@@ -401,6 +435,7 @@ def build_activities(
                 final_text=clip(result.final_text),
                 usage=result.usage,
                 metadata=result.metadata,
+                attempt=attempt,
             )
         state_bytes = len(_ARGUMENTS.dump_json(result.run_state))
         if state_bytes > RUN_STATE_LIMIT:
@@ -425,6 +460,7 @@ def build_activities(
             run_state=result.run_state,
             usage=result.usage,
             metadata=result.metadata,
+            attempt=attempt,
         )
 
     async def run_tool(input: CallToolInput) -> CallToolOutput:
@@ -432,6 +468,13 @@ def build_activities(
         attempt = info.attempt
         checkpoint = _Checkpoint(info.heartbeat_details)
         call = input.call
+        # The event names long arguments by the reference they travel by.
+        started = ToolCallStartedEvent(
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+            arguments=call.arguments,
+            arguments_ref=call.arguments_ref,
+        )
         if call.arguments_ref is not None:
             arguments = await read_arguments(
                 store, input.session_id, call.arguments_ref
@@ -456,16 +499,7 @@ def build_activities(
             step_execution_id=input.step_execution_id,
             attempt=attempt,
         ) as sink:
-            sink.emit(
-                AgentEvent(
-                    type="tool_call_started",
-                    data={
-                        "tool_call_id": call.tool_call_id,
-                        "tool_name": call.tool_name,
-                        "arguments": call.arguments,
-                    },
-                )
-            )
+            sink.emit(agent_event(started))
             token = set_current_deferred_tool_execution(execution)
             try:
                 async with (
@@ -480,24 +514,35 @@ def build_activities(
             except ToolExecutionError as err:
                 outcome = ToolOutcome(output=str(err), is_error=True)
             except Exception as err:
-                raise _engine_error(err, attempt=attempt) from err
-            finally:
-                reset_current_deferred_tool_execution(token)
-            if not outcome.finished_by_resumed_turn:
+                failure = _engine_error(err, attempt=attempt)
                 sink.emit(
-                    AgentEvent(
-                        type="tool_call_finished",
-                        data={
-                            "tool_call_id": call.tool_call_id,
-                            "tool_name": call.tool_name,
-                            "status": "failed" if outcome.is_error else "finished",
-                            "output": outcome.output,
-                        },
+                    agent_event(
+                        ToolCallAttemptFailedEvent(
+                            tool_call_id=call.tool_call_id,
+                            tool_name=call.tool_name,
+                            attempt=attempt,
+                            error=clip(f"{type(err).__name__}: {err}"),
+                            retrying=_retried(failure, attempt),
+                        )
                     )
                 )
-        output, output_ref = await store_long_output(
-            store, input.session_id, outcome.output
-        )
+                raise failure from err
+            finally:
+                reset_current_deferred_tool_execution(token)
+            output, output_ref = await store_long_output(
+                store, input.session_id, outcome.output
+            )
+            if not outcome.finished_by_resumed_turn:
+                finished = ToolCallFinishedEvent(
+                    tool_call_id=call.tool_call_id,
+                    tool_name=call.tool_name,
+                    status="failed" if outcome.is_error else "finished",
+                    output=output,
+                    output_ref=output_ref,
+                    error=clip(outcome.output) if outcome.is_error else None,
+                    attempts=attempt,
+                )
+                sink.emit(agent_event(finished))
         return CallToolOutput(
             output=output,
             output_ref=output_ref,

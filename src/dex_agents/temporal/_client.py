@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
@@ -14,12 +16,21 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowHandle,
     WorkflowUpdateFailedError,
+    WorkflowUpdateStage,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from .._errors import EngineError, UnknownInterruptError, UserError
+from .._errors import (
+    EngineError,
+    IdleTimeoutError,
+    NoWorkerError,
+    SessionBusyError,
+    SessionEndedError,
+    UnknownInterruptError,
+    UserError,
+)
 from ..session import (
     INLINE_TEXT_LIMIT,
     MAX_USER_MESSAGE_BYTES,
@@ -30,8 +41,10 @@ from ..session import (
 )
 from ..stores import RuntimeStore
 from ._activities import read_arguments
+from ._delivery import Deadline, timeout_seconds, within
 from ._flow import AgentSessionFlow
 from ._models import (
+    EndSessionInput,
     Interrupt,
     ResolveInterruptInput,
     SessionInput,
@@ -40,12 +53,24 @@ from ._models import (
 )
 from ._plugin import plugin_store
 from ._snapshot import AgentSnapshot, turn_number
-from ._workflow import INVALID_MESSAGE, NO_IMAGES, QUEUE_FULL, UNKNOWN_INTERRUPT
+from ._workflow import (
+    INVALID_MESSAGE,
+    NO_IMAGES,
+    QUEUE_FULL,
+    RECORD_RESOLUTION,
+    SESSION_BUSY,
+    SESSION_ENDED,
+    UNKNOWN_INTERRUPT,
+)
 
 _snapshot_json = TypeAdapter(AgentSnapshot)
 _turn_json = TypeAdapter(TurnSummary)
 RECENT_TURNS = 20
 """Turns a snapshot reads from the store unless told otherwise."""
+_QUERY_LIMIT = 5.0
+"""Seconds a snapshot Query waits for a worker before the store's projection is read."""
+_QUERY_FLOOR = 0.1
+"""The shortest Query deadline: even a spent `timeout` asks the workflow once."""
 _TASK_FAILING = "Workflow Task in failed state"
 """Temporal's refusal of an Update while the workflow's task keeps failing."""
 
@@ -69,8 +94,14 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
                 raise UnknownInterruptError(session_id, interrupt_id) from err
             if cause.type in (INVALID_MESSAGE, QUEUE_FULL, NO_IMAGES):
                 raise UserError(cause.message) from err
+            if cause.type == SESSION_ENDED:
+                raise SessionEndedError(session_id, cause.message) from err
+            if cause.type == SESSION_BUSY:
+                raise SessionBusyError(session_id, cause.message) from err
         raise
     except RPCError as err:
+        if _closed(err):
+            raise SessionEndedError(session_id) from err
         if _TASK_FAILING in err.message:
             raise EngineError(
                 f"session {session_id!r} cannot take this request now: its workflow "
@@ -167,10 +198,13 @@ async def _refuse_other_flow(
     """Refuse a session ID that a running session of another flow type holds.
 
     Update-with-start would attach to that session, whose workers poll another
-    task queue, and wait forever (no worker of this flow serves it).
+    task queue, and wait forever (no worker of this flow serves it). An ended
+    session's ID is refused too: a new workflow under it would write over the
+    ended session's data in the store.
 
     Raises:
         UserError: The ID belongs to a running session of another flow type.
+        SessionEndedError: The ID belongs to a session that ended.
     """
     try:
         description = await _handle(client, session_id).describe()
@@ -178,6 +212,14 @@ async def _refuse_other_flow(
         if err.status == RPCStatusCode.NOT_FOUND:
             return
         raise
+    status = description.status
+    if status is not None and status != WorkflowExecutionStatus.RUNNING:
+        raise SessionEndedError(
+            session_id,
+            f"session {session_id!r} has ended (its workflow is {status.name}); its "
+            "history stays readable, but the ID cannot start a new session: "
+            "choose another ID",
+        )
     if (
         description.status == WorkflowExecutionStatus.RUNNING
         and description.workflow_type != flow.flow_type
@@ -277,45 +319,203 @@ async def resolve_interrupt(
     interrupt_id: str,
     approved: bool,
     rejection_message: str | None = None,
+    timeout: timedelta | float | None = None,
 ) -> bool:
     """Approve or reject a pending tool call.
 
     Returns False when the interrupt was already resolved (nothing changes).
+    With `timeout` (seconds or a `timedelta`), a resolution that no worker
+    takes in time is recorded in the session's history instead (the
+    `record_resolution` Signal, kept with no worker running) and
+    `NoWorkerError(recorded=True)` says so: it applies once a worker runs the
+    session, exactly once, however many times it was sent; the first recorded
+    answer of an interrupt is the one that applies. Without
+    `timeout`, the call waits for a worker as long as it takes.
 
     Raises:
         UnknownInterruptError: the session never created `interrupt_id`.
+        NoWorkerError: no worker took it within `timeout`. `recorded` is True
+            when it (or the same answer, earlier) is in the session's history;
+            False when an earlier recorded answer of the other way applies
+            instead (`superseded` names it).
     """
     del flow
+    deadline = Deadline(timeout_seconds(timeout))
+    handle = _handle(client, session_id)
+    resolution = ResolveInterruptInput(
+        interrupt_id=interrupt_id,
+        approved=approved,
+        rejection_message=rejection_message,
+    )
+    update_id = str(uuid.uuid4())  # one Update on the server, however often asked
     with _update_errors(session_id, interrupt_id):
-        return await _handle(client, session_id).execute_update(
-            "resolve_interrupt",
-            ResolveInterruptInput(
-                interrupt_id=interrupt_id,
-                approved=approved,
-                rejection_message=rejection_message,
+        taken, changed = await within(
+            deadline,
+            lambda: handle.execute_update(
+                "resolve_interrupt", resolution, id=update_id, result_type=bool
             ),
-            result_type=bool,
         )
+    if taken:
+        return bool(changed)
+    earlier = await _recorded_resolution(client, session_id, interrupt_id)
+    if earlier is None:
+        await handle.signal(RECORD_RESOLUTION, resolution)
+    verb = "approval" if approved else "rejection"
+    other = earlier is not None and earlier.approved != approved
+    raise NoWorkerError(
+        session_id,
+        f"the {verb} of interrupt {interrupt_id!r}",
+        timeout=deadline.seconds or 0.0,
+        recorded=not other,
+        superseded=("an approval" if approved is False else "a rejection")
+        if other
+        else None,
+    )
+
+
+async def _recorded_resolution(
+    client: Client, session_id: str, interrupt_id: str
+) -> ResolveInterruptInput | None:
+    """The first resolution of `interrupt_id` recorded as a Signal in the session's run.
+
+    With no worker, recorded resolutions wait in history; the first one of an
+    interrupt applies and later ones change nothing, so a second is not sent,
+    and one of the other way is refused (it would not apply).
+    """
+    handle = _handle(client, session_id)
+    async for event in handle.fetch_history_events():
+        if not event.HasField("workflow_execution_signaled_event_attributes"):
+            continue
+        signaled = event.workflow_execution_signaled_event_attributes
+        if signaled.signal_name != RECORD_RESOLUTION:
+            continue
+        (value,) = await client.data_converter.decode(
+            signaled.input.payloads, [ResolveInterruptInput]
+        )
+        if (
+            isinstance(value, ResolveInterruptInput)
+            and value.interrupt_id == interrupt_id
+        ):
+            return value
+    return None
+
+
+def _closed(err: RPCError) -> bool:
+    """Whether an Update failed because the session's workflow is no longer running."""
+    return err.status == RPCStatusCode.NOT_FOUND and "already completed" in err.message
+
+
+async def end_session(
+    client: Client,
+    flow: AgentSessionFlow | None,
+    session_id: str,
+    *,
+    reason: str = "",
+    force: bool = False,
+    timeout: timedelta | float | None = None,
+) -> bool:
+    """End a session: its workflow completes, and its history stays readable.
+
+    True once it ended; False if it had ended already (or its workflow was
+    closed some other way). Ending is graceful, like a Temporal workflow that
+    returns, never a cancellation of something running: an idle session ends
+    at once. One with work in progress (a running turn, queued messages, or
+    approvals waiting) is refused with `SessionBusyError` unless `force`;
+    forced, its waiting approvals are rejected with "the session ended:
+    <reason>" (the agent is not asked again), its queued messages are dropped,
+    and a running turn stops after the Step it is in: a model segment or a
+    tool call finishes (nothing is cut off mid-write), then the turn ends
+    `failed` and nothing more runs. The call returns after the session's last
+    publish: `snapshot` says `ended`, and `events` ends with `session_ended`.
+    Later messages and approvals raise `SessionEndedError`.
+
+    Raises:
+        SessionBusyError: work is in progress and `force` is False.
+        UserError: no session has this ID.
+        NoWorkerError: no worker took the request within `timeout` (nothing
+            was applied; call it again once a worker runs).
+    """
+    del flow
+    deadline = Deadline(timeout_seconds(timeout))
+    handle = _handle(client, session_id)
+    request = EndSessionInput(reason=reason, force=force)
+    update_id = str(uuid.uuid4())
+    try:
+        with _update_errors(session_id):
+            taken, ended = await within(
+                deadline,
+                lambda: handle.execute_update(
+                    "end_session", request, id=update_id, result_type=bool
+                ),
+            )
+    except SessionEndedError:
+        return False
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UserError(
+                f"unknown session {session_id!r}; list sessions with "
+                "`dex-agents sessions`"
+            ) from err
+        raise
+    if not taken:
+        raise NoWorkerError(
+            session_id,
+            "the end",
+            timeout=deadline.seconds or 0.0,
+            recorded=False,
+        )
+    return bool(ended)
 
 
 async def _live_snapshot(
-    client: Client, session_id: str, store: RuntimeStore | None
+    client: Client,
+    session_id: str,
+    store: RuntimeStore | None,
+    deadline: Deadline | None = None,
 ) -> AgentSnapshot:
     """The workflow's live snapshot, or the store's projection when no worker answers."""
+    snapshot, err = await _query_snapshot(client, session_id, store, deadline)
+    if snapshot is None:
+        assert err is not None
+        raise _unreadable(session_id, err) from err
+    return snapshot
+
+
+async def _query_snapshot(
+    client: Client,
+    session_id: str,
+    store: RuntimeStore | None,
+    deadline: Deadline | None = None,
+) -> tuple[AgentSnapshot | None, RPCError | None]:
+    """The live snapshot, else the store's projection, else None and why not."""
+    seconds = deadline.cap(_QUERY_LIMIT) if deadline else _QUERY_LIMIT
     try:
-        return await _handle(client, session_id).query(
+        live = await _handle(client, session_id).query(
             "get_agent_snapshot",
             result_type=AgentSnapshot,
-            rpc_timeout=timedelta(seconds=5),
+            rpc_timeout=timedelta(seconds=max(seconds, _QUERY_FLOOR)),
         )
+        return live, None
     except RPCError as err:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise asyncio.CancelledError from err  # the caller's, not the worker's
         projected = await store.get_snapshot(session_id) if store is not None else None
         if projected is None:
-            raise EngineError(
-                f"cannot read session {session_id!r}: {err.message}; is a worker running "
-                "for its flow (`dex-agents worker`)?"
-            ) from err
-        return _snapshot_json.validate_python(projected)
+            return None, err
+        return _snapshot_json.validate_python(projected), None
+
+
+def _unreadable(session_id: str, err: RPCError) -> EngineError:
+    return EngineError(
+        f"cannot read session {session_id!r}: {err.message}; is a worker running "
+        "for its flow (`dex-agents worker`)?"
+    )
+
+
+def _unanswered(err: RPCError) -> bool:
+    """Whether a Query failed only because no worker answered it in time."""
+    return err.status in (RPCStatusCode.DEADLINE_EXCEEDED, RPCStatusCode.CANCELLED)
 
 
 async def with_recent_turns(
@@ -381,20 +581,66 @@ async def wait_for_idle(
     *,
     store: RuntimeStore | None = None,
     turns: int = RECENT_TURNS,
+    timeout: timedelta | float | None = None,
 ) -> AgentSnapshot:
     """Wait until no turn runs (answered or waiting for approval); return the snapshot.
 
     An idle session is answered by a Query alone, which writes no history; a
-    busy one by one Update that returns once it is idle.
+    busy one by one Update that returns once it is idle. With `timeout`
+    (seconds or a `timedelta`) the wait ends there; without, it waits as long
+    as it takes, for a worker too.
+
+    Raises:
+        NoWorkerError: no worker took the wait within `timeout` (`recorded`
+            is False: nothing changed).
+        IdleTimeoutError: a worker runs the turn, and it was not over within
+            `timeout`.
     """
     del flow
     store = store or plugin_store(client)
-    snapshot = await _live_snapshot(client, session_id, store)
-    if snapshot.status == "running":
-        snapshot = await _handle(client, session_id).execute_update(
-            "idle_snapshot", result_type=AgentSnapshot
-        )
+    deadline = Deadline(timeout_seconds(timeout))
+    snapshot, err = await _query_snapshot(client, session_id, store, deadline)
+    if snapshot is None and err is not None and not _unanswered(err):
+        raise _unreadable(session_id, err) from err
+    # Neither the workflow nor the store answered: the session's worker is
+    # not running (yet), so wait for it with the Update.
+    if snapshot is None or snapshot.status == "running":
+        snapshot = await _idle_snapshot(client, session_id, deadline)
     return await with_recent_turns(snapshot, store, turns)
+
+
+async def _idle_snapshot(
+    client: Client, session_id: str, deadline: Deadline
+) -> AgentSnapshot:
+    """The `idle_snapshot` Update, telling "no worker took it" from "still busy"."""
+    handle = _handle(client, session_id)
+    update_id = str(uuid.uuid4())  # one Update on the server, however often asked
+    if deadline.seconds is None:
+        _, idle = await within(
+            deadline,
+            lambda: handle.execute_update(
+                "idle_snapshot", id=update_id, result_type=AgentSnapshot
+            ),
+        )
+        assert idle is not None  # no deadline: `within` returns only a result
+        return idle
+    taken, update = await within(
+        deadline,
+        lambda: handle.start_update(
+            "idle_snapshot",
+            id=update_id,
+            wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+            result_type=AgentSnapshot,
+        ),
+    )
+    if not taken or update is None:
+        raise NoWorkerError(
+            session_id, "`wait_for_idle`", timeout=deadline.seconds, recorded=False
+        )
+    done, idle = await within(deadline, update.result)
+    if not done or idle is None:
+        raise IdleTimeoutError(session_id, deadline.seconds)
+    return idle
 
 
 async def session_history(
@@ -475,6 +721,7 @@ class SessionClient:
         *,
         approved: bool,
         rejection_message: str | None = None,
+        timeout: timedelta | float | None = None,
     ) -> bool:
         """See `resolve_interrupt`."""
         return await resolve_interrupt(
@@ -484,6 +731,25 @@ class SessionClient:
             interrupt_id=interrupt_id,
             approved=approved,
             rejection_message=rejection_message,
+            timeout=timeout,
+        )
+
+    async def end(
+        self,
+        session_id: str,
+        *,
+        reason: str = "",
+        force: bool = False,
+        timeout: timedelta | float | None = None,
+    ) -> bool:
+        """See `end_session`."""
+        return await end_session(
+            self.client,
+            self.flow,
+            session_id,
+            reason=reason,
+            force=force,
+            timeout=timeout,
         )
 
     async def snapshot(
@@ -495,11 +761,20 @@ class SessionClient:
         )
 
     async def wait_for_idle(
-        self, session_id: str, *, turns: int = RECENT_TURNS
+        self,
+        session_id: str,
+        *,
+        turns: int = RECENT_TURNS,
+        timeout: timedelta | float | None = None,
     ) -> AgentSnapshot:
         """See `wait_for_idle`."""
         return await wait_for_idle(
-            self.client, self.flow, session_id, store=self.store, turns=turns
+            self.client,
+            self.flow,
+            session_id,
+            store=self.store,
+            turns=turns,
+            timeout=timeout,
         )
 
     def history(

@@ -11,19 +11,36 @@ so sessions survive a restart of the server or of the program. The server runs i
 its own process group, logs to `<state_dir>/temporal.log`, and is described in
 `<state_dir>/engine.json`::
 
-    {"version": 1, "address": "127.0.0.1:41234", "port": 41234, "pid": 1234,
-     "owner_pid": 1200, "namespaces": ["default"], ...}
+    {"version": 1, "address": "127.0.0.1:41234", "port": 41234, "ui_port": 42234,
+     "pid": 1234, "owner_pid": 1200, "namespaces": ["default"], ...}
 
-That record is what lets a second program (the CLI next to a running app, a
+**One address per state directory.** The first start picks a free port (and,
+with the Web UI on, a UI port: the port + 1000 when free, as `temporal server
+start-dev` does) and remembers both in `<state_dir>/ports.json`; every later
+start uses them again, so workers, chats and bookmarks pointed at the address
+keep working across restarts. Like `temporal server start-dev` on a taken port,
+a remembered port that another program holds is an error that names the port
+and the fix (stop that program, or pass another port, which is then remembered)
+rather than a silent move.
+
+The record is what lets a second program (the CLI next to a running app, a
 worker next to a notebook) share one server instead of fighting over the SQLite
 file:
 
 - a record whose server is alive and answers is *reused*: the engine connects and
   does not stop the server on exit, since only the owner does;
-- a record whose owner process is gone but whose server still answers (the owner
-  was SIGKILLed) is *adopted*: this engine becomes the owner and stops it, so an
-  orphaned server is not left running forever;
+- a record whose owner process is gone but whose server still answers is
+  *adopted*: this engine becomes the owner and stops it, so an orphaned server
+  is not left running forever;
 - a record whose server is dead is stale and replaced.
+
+On Linux the server dies with the process that started it, however that
+process ends (SIGTERM, SIGKILL, a crash): it is started with
+`PR_SET_PDEATHSIG`=SIGTERM, so it still flushes SQLite on its way out. So an
+owner stopped by a signal leaves no orphan; adoption covers the other systems.
+`ensure_running()` starts a server that went away again on the same address
+(or reuses the one another program started first), which is how `dex-agents
+dev` survives a killed server and takes over from another `dev` that stopped.
 
 The start-or-reuse decision is made under an exclusive lock on
 `<state_dir>/engine.lock`, so two programs starting at once get one server.
@@ -84,11 +101,14 @@ TLS_ENV = "DEX_AGENTS_TEMPORAL_TLS"
 
 _DEFAULT_STATE_DIR = ".dex-agents"
 _RECORD_FILE = "engine.json"
+_PORTS_FILE = "ports.json"
 _LOCK_FILE = "engine.lock"
 _DB_FILE = "temporal.sqlite"
 _LOG_FILE = "temporal.log"
 _RECORD_VERSION = 1
 _HOST = "127.0.0.1"
+_UI_PORT_OFFSET = 1000
+"""The dev server's own default: the Web UI on the frontend port + 1000."""
 
 _PROBE_TIMEOUT = 5.0
 """How long a recorded server gets to answer before it counts as not ours.
@@ -359,6 +379,8 @@ class _Record:
     db_path: str
     log_path: str
     started_at: float
+    ui_port: int | None = None
+    """The Web UI's port; `None` for a headless server (and records before it)."""
     version: int = _RECORD_VERSION
 
     def to_json(self) -> str:
@@ -382,15 +404,51 @@ class _Record:
                 db_path=str(data["db_path"]),
                 log_path=str(data["log_path"]),
                 started_at=float(data["started_at"]),
+                ui_port=None if data.get("ui_port") is None else int(data["ui_port"]),
             )
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return None
 
     def write(self, path: Path) -> None:
-        # Write then rename, so a reader never sees half a record.
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(self.to_json())
-        tmp.replace(path)
+        _write_atomically(path, self.to_json())
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Ports:
+    """The content of `ports.json`: the ports a state directory's server always uses.
+
+    Unlike `engine.json`, which lives only while a server runs, this file stays,
+    so the address is the same on every start.
+    """
+
+    port: int
+    ui_port: int | None = None
+    version: int = _RECORD_VERSION
+
+    @classmethod
+    def read(cls, path: Path) -> _Ports | None:
+        """Parse the file; an unreadable one counts as missing (a new port is picked)."""
+        try:
+            data = json.loads(path.read_text())
+            if data.get("version") != _RECORD_VERSION:
+                return None
+            port = int(data["port"])
+            ui_port = None if data.get("ui_port") is None else int(data["ui_port"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+        if not 0 < port < 65536 or (ui_port is not None and not 0 < ui_port < 65536):
+            return None
+        return cls(port=port, ui_port=ui_port)
+
+    def write(self, path: Path) -> None:
+        _write_atomically(path, json.dumps(asdict(self), indent=2) + "\n")
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    # Write then rename, so a reader never sees half a file.
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 class EmbeddedEngine:
@@ -403,11 +461,17 @@ class EmbeddedEngine:
 
     Args:
         state_dir: see `resolve_state_dir`.
-        port: frontend port. By default the previously recorded port if it is
-            free (so configured workers find the server again), else any free
-            port. An explicit port that something else holds is an error.
+        port: frontend port. By default the state directory's remembered port
+            (`ports.json`), picked once on its first start, so the address never
+            changes. A port given here is used and remembered from then on. A
+            port that another program holds is an error naming the fix.
         namespace: created at start if it is not `default`.
         startup_timeout: limit in seconds for the server to answer.
+        ui: serve Temporal's Web UI (see `ui_url`). Off by default, so a program
+            or a test opens no second port unless asked; `dex-agents dev` turns
+            it on.
+        ui_port: the Web UI's port (needs `ui=True`). By default the remembered
+            one, else the frontend port + 1000 when free, else any free port.
     """
 
     def __init__(
@@ -417,11 +481,28 @@ class EmbeddedEngine:
         port: int | None = None,
         namespace: str = "default",
         startup_timeout: float = 30.0,
+        ui: bool = False,
+        ui_port: int | None = None,
     ) -> None:
         if port is not None and not 0 < port < 65536:
             raise UserError(f"`port` is {port!r}; pass a TCP port in 1..65535 or None")
+        if ui_port is not None and not 0 < ui_port < 65536:
+            raise UserError(
+                f"`ui_port` is {ui_port!r}; pass a TCP port in 1..65535 or None"
+            )
+        if ui_port is not None and not ui:
+            raise UserError(
+                f"`ui_port={ui_port!r}` needs the Web UI on; pass `ui=True` too"
+            )
+        if ui_port is not None and ui_port == port:
+            raise UserError(
+                f"`port` and `ui_port` are both {port!r}; the Web UI needs a port "
+                "of its own"
+            )
         self._state_dir = resolve_state_dir(state_dir)
         self._port = port
+        self._ui = ui
+        self._ui_port = ui_port
         self._namespace = namespace
         self._startup_timeout = startup_timeout
         self._record: _Record | None = None
@@ -452,9 +533,37 @@ class EmbeddedEngine:
         return self._require_record().port
 
     @property
+    def ui_url(self) -> str | None:
+        """The Web UI's address (`http://127.0.0.1:PORT`), or `None` when it is off.
+
+        `None` also when this engine reuses a server started without the UI.
+        """
+        record = self._require_record()
+        return None if record.ui_port is None else f"http://{_HOST}:{record.ui_port}"
+
+    @property
     def pid(self) -> int | None:
         """The server's process ID, or `None` before start and after stop."""
         return None if self._record is None else self._record.pid
+
+    @property
+    def running(self) -> bool:
+        """Whether the server this engine started or reuses is still alive.
+
+        A cheap check of its process (no RPC), for a loop that watches the
+        server; `ensure_running()` brings a dead one back.
+        """
+        record = self._record
+        if record is None:
+            return False
+        if self._proc is not None and self._proc.pid == record.pid:
+            return self._proc.poll() is None
+        if not _pid_alive(record.pid):
+            return False
+        # Where /proc tells, a reused pid is not our server.
+        return not Path("/proc/self").exists() or _is_our_server(
+            record.pid, record.db_path
+        )
 
     @property
     def owned(self) -> bool:
@@ -501,8 +610,44 @@ class EmbeddedEngine:
             record = _Record.read(self._record_path)
             if record is not None and await self._try_reuse(record):
                 return self
-            await self._start_server(port=self._choose_port(record))
+            await self._start_new(record)
         return self
+
+    async def ensure_running(self) -> bool:
+        """Bring the server back if it went away; return whether it had to.
+
+        A killed server, or one whose owner (another program, such as a second
+        `dex-agents dev`) stopped it, is started again by this engine on the same
+        address, so clients and workers of that address reconnect on their own.
+        If another program on the state directory started a server first, this
+        engine reuses that one instead. Either way the engine then serves as if
+        just started (`owned` says which).
+
+        Raises:
+            UserError: the engine is not started.
+            EngineError: the server cannot be started again (e.g. another
+                program took its port meanwhile).
+        """
+        lost = self._require_record()
+        if self.running:
+            return False
+        if self._proc is not None:
+            self._proc.poll()  # reap it
+        _unregister_atexit_kill(lost.pid)
+        self._proc = None
+        self._record = None
+        self._owned = False
+        async with _state_lock(self._state_dir):
+            current = _Record.read(self._record_path)
+            if (
+                current is not None
+                and current.pid != lost.pid
+                and await self._try_reuse(current)
+            ):
+                return True
+            ui_port = self._choose_ui_port(lost.port) if self._ui else None
+            await self._start_server(port=lost.port, ui_port=ui_port, retry=False)
+        return True
 
     async def stop(self) -> None:
         """Shut the server down if this engine owns it; otherwise just detach.
@@ -545,7 +690,9 @@ class EmbeddedEngine:
             await self._terminate(record, kill=kill)
             self._record = None
             self._owned = False
-            await self._start_server(port=record.port, retry_port=False)
+            await self._start_server(
+                port=record.port, ui_port=record.ui_port, retry=False
+            )
 
     async def client(self, **kwargs: Any) -> Client:
         """Return a client for the server, with the pydantic converter.
@@ -629,52 +776,122 @@ class EmbeddedEngine:
             _register_atexit_kill(record.pid)
         return True
 
-    def _choose_port(self, stale: _Record | None) -> int:
+    @property
+    def _ports_path(self) -> Path:
+        return self._state_dir / _PORTS_FILE
+
+    async def _start_new(self, stale: _Record | None) -> None:
+        """Start a server on the state directory's port (picked now if it has none)."""
+        port, fresh = self._choose_port(stale)
+        ui_port = self._choose_ui_port(port) if self._ui else None
+        await self._start_server(port=port, ui_port=ui_port, retry=fresh)
+
+    def _choose_port(self, stale: _Record | None) -> tuple[int, bool]:
+        """The frontend port, and whether it was picked just now (so may change)."""
         if self._port is not None:
             if _port_in_use(self._port):
                 raise EngineError(
                     f"port {self._port} on {_HOST} is in use by another process, "
                     "not by this state directory's Temporal server; pass another "
-                    "`port=` (or none, to pick a free one) or stop the other process"
+                    "`port=` (or none, to use the remembered one) or stop the other "
+                    "process"
                 )
-            return self._port
-        if stale is not None and not _port_in_use(stale.port):
-            return stale.port
-        return _free_port()
+            return self._port, False
+        remembered = _Ports.read(self._ports_path)
+        port = (
+            remembered.port
+            if remembered is not None
+            else stale.port
+            if stale is not None
+            else None
+        )
+        if port is None:
+            return _free_port(), True
+        if _port_in_use(port):
+            raise EngineError(
+                f"port {port} on {_HOST}, where the Temporal server of "
+                f"{str(self._state_dir)!r} always runs (remembered in "
+                f"{str(self._ports_path)!r}), is in use by another process; stop "
+                "that process, or pass another `port=`, which is remembered from "
+                "then on"
+            )
+        return port, False
 
-    async def _start_server(self, *, port: int, retry_port: bool | None = None) -> None:
+    def _choose_ui_port(self, port: int) -> int:
+        """The Web UI's port: the given one, the remembered one, or port + 1000."""
+        chosen, where = self._ui_port, "was given"
+        if chosen is None:
+            remembered = _Ports.read(self._ports_path)
+            # A frontend that moved (an explicit port) takes a new UI port too.
+            if (
+                remembered is None
+                or remembered.ui_port is None
+                or remembered.port != port
+            ):
+                default = port + _UI_PORT_OFFSET
+                if default < 65536 and not _port_in_use(default):
+                    return default
+                return _free_port()
+            chosen, where = remembered.ui_port, f"is remembered in {_PORTS_FILE}"
+        if chosen == port or _port_in_use(chosen):
+            raise EngineError(
+                f"the Web UI's port {chosen} on {_HOST} (which {where} for "
+                f"{str(self._state_dir)!r}) is in use by another process; stop that "
+                "process, pass another `ui_port=`, or turn the UI off with "
+                "`ui=False`"
+            )
+        return chosen
+
+    async def _start_server(
+        self, *, port: int, ui_port: int | None, retry: bool
+    ) -> None:
         """Start the server on `port` and wait until it answers.
 
-        An automatically chosen port can be taken between our check and the
-        server's bind, so then a new one is tried a few times.
+        A port picked just now can be taken between our check and the server's
+        bind, so then a new one is tried a few times. A remembered or given port
+        is never moved silently: that is an error.
         """
-        if retry_port is None:
-            retry_port = self._port is None
         binary = find_temporal_binary()
         for attempt in range(3):
             try:
-                await self._launch(binary, port)
+                await self._launch(binary, port, ui_port)
                 return
-            except _PortTakenError:
-                if not retry_port or attempt == 2:
+            except _PortTakenError as taken:
+                if taken.ui and ui_port is not None:
+                    if self._ui_port is not None or not retry or attempt == 2:
+                        raise EngineError(
+                            f"the Web UI's port {ui_port} on {_HOST} is in use by "
+                            "another process; pass another `ui_port=`, or turn "
+                            "the UI off with `ui=False`"
+                        ) from None
+                    ui_port = _free_port()
+                    continue
+                if not retry or attempt == 2:
                     raise EngineError(
                         f"port {port} on {_HOST} is in use by another process; pass "
                         "another `port=` or stop the other process"
                     ) from None
                 port = _free_port()
+                if ui_port is not None and self._ui_port is None:
+                    ui_port = self._choose_ui_port(port)
 
-    async def _launch(self, binary: Path, port: int) -> None:
+    async def _launch(self, binary: Path, port: int, ui_port: int | None) -> None:
         address = f"{_HOST}:{port}"
         namespaces = (
             ("default",)
             if self._namespace == "default"
             else ("default", self._namespace)
         )
+        ui_args = (
+            ["--headless"]
+            if ui_port is None
+            else ["--ui-port", str(ui_port), "--ui-disable-news-fetch"]
+        )
         args = [
             str(binary),
             "server",
             "start-dev",
-            "--headless",
+            *ui_args,
             "--db-filename",
             str(self.db_path),
             "--ip",
@@ -700,7 +917,7 @@ class EmbeddedEngine:
             # Its own process group: Ctrl-C in a terminal reaches the program, which
             # then stops the server in order, instead of killing it mid-write.
             proc = subprocess.Popen(
-                args,
+                _dying_with_this_thread(args),
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -716,6 +933,7 @@ class EmbeddedEngine:
             db_path=str(self.db_path),
             log_path=str(self.log_path),
             started_at=time.time(),
+            ui_port=ui_port,
         )
         # Recorded before it answers, so a crash of ours during startup still
         # leaves a trace the next engine can clean up.
@@ -733,6 +951,11 @@ class EmbeddedEngine:
         self._record = record
         self._owned = True
         self._client = client
+        # From now on this state directory's server lives at this address. A
+        # headless start keeps the remembered UI port for the next start with UI.
+        if ui_port is None and (remembered := _Ports.read(self._ports_path)):
+            ui_port = remembered.ui_port if remembered.port == port else None
+        _Ports(port=port, ui_port=ui_port).write(self._ports_path)
 
     async def _wait_ready(self, proc: subprocess.Popen[bytes], address: str) -> Client:
         loop = asyncio.get_running_loop()
@@ -742,7 +965,9 @@ class EmbeddedEngine:
             if code is not None:
                 tail = _log_tail(self.log_path)
                 if "address already in use" in tail:
-                    raise _PortTakenError
+                    # CLI 1.9.1: "can't set UI port N: listen tcp ...: bind: address
+                    # already in use" when the UI's port is the one taken.
+                    raise _PortTakenError(ui="UI port" in tail)
                 raise EngineError(
                     f"`temporal server start-dev` exited with code {code} before "
                     f"answering on {address!r}; its log {str(self.log_path)!r} "
@@ -809,7 +1034,39 @@ async def connect(
 
 
 class _PortTakenError(Exception):
-    """The server could not bind its port (someone took it after our check)."""
+    """The server could not bind a port (someone took it after our check)."""
+
+    def __init__(self, *, ui: bool) -> None:
+        super().__init__("the Web UI's port is taken" if ui else "the port is taken")
+        self.ui = ui
+        """Whether it was the Web UI's port rather than the frontend's."""
+
+
+_DIE_WITH_PARENT = """\
+import ctypes, os, signal, sys
+# PR_SET_PDEATHSIG (1): SIGTERM when the thread that started us ends, so the
+# server still flushes SQLite. It survives the exec below.
+ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)
+if os.getppid() != int(sys.argv[1]):
+    sys.exit(0)  # the parent died before the line above: nobody to serve
+os.execv(sys.argv[2], sys.argv[2:])
+"""
+
+
+def _dying_with_this_thread(args: list[str]) -> list[str]:
+    """`args` started so that the process dies with this thread (Linux only).
+
+    A program stopped by SIGTERM or SIGKILL runs no cleanup, and its server (in
+    its own session, so a terminal's Ctrl-C does not reach it) would run on. A
+    tiny Python stub sets `PR_SET_PDEATHSIG`, then becomes the server by
+    `exec` (same pid). The stub, not `preexec_fn`, because running Python
+    between fork and exec can deadlock in a process with threads, as every
+    process with a Temporal client has. Elsewhere the server is adopted by the
+    next engine instead.
+    """
+    if not sys.platform.startswith("linux") or not sys.executable:
+        return args
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *args]
 
 
 @contextlib.asynccontextmanager

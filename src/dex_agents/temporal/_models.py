@@ -72,6 +72,15 @@ class ResolveInterruptInput:
 
 
 @dataclass(frozen=True, kw_only=True)
+class EndSessionInput:
+    """Update argument of `end_session`."""
+
+    reason: str = ""
+    force: bool = False
+    """End a session with work in progress (see `dex_agents.session.end_session`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ResumeInput:
     """What a resumed RunModel needs: references and the records, never the transcript."""
 
@@ -135,6 +144,8 @@ class RunModelOutput:
     final_text: str = ""
     usage: Usage = field(default_factory=Usage)
     metadata: ModelCallMetadata = field(default_factory=ModelCallMetadata)
+    attempt: int = 0
+    """The attempt that produced it (0 in results recorded before it was sent)."""
 
     def applied_to(self, state: SessionState) -> Transition:
         """What the segment's end does to the turn: it ends, or goes to its calls."""
@@ -144,6 +155,7 @@ class RunModelOutput:
                 segment_id=self.segment_id,
                 final_text=self.final_text,
                 usage=self.usage,
+                attempt=self.attempt,
             )
         return calls_requested(
             state,
@@ -151,6 +163,7 @@ class RunModelOutput:
             calls=self.calls,
             run_state=self.run_state,
             usage=self.usage,
+            attempt=self.attempt,
         )
 
 
@@ -230,6 +243,7 @@ __all__ = [
     "ActiveTurn",
     "CallToolInput",
     "CallToolOutput",
+    "EndSessionInput",
     "EngineInfo",
     "FinishedTurn",
     "Interrupt",

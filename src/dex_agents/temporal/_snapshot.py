@@ -46,12 +46,16 @@ class AgentSnapshot:
     pending_interrupts: list[Interrupt]
     usage: Usage
     pending_prompts: list[str] = field(default_factory=lambda: [])
+    """Prompts not in a completed turn yet: the active turn's, then the queued ones."""
     transcript_head: str | None = None
     messages: list[StoredMessage] = field(default_factory=lambda: [])
     version: int = 0
     updated_at: str = ""
     turn_count: int = 0
     """Turns the session has started, the active one included."""
+    queued_prompts: list[str] | None = None
+    """The prompts that wait for the next turn (the active turn sends the others
+    of `pending_prompts`); None in a projection written before 0.2."""
 
     @property
     def idle(self) -> bool:
@@ -79,6 +83,11 @@ def snapshot_of(state: SessionState, flow_type: str, updated_at: str) -> AgentSn
         version=state.version,
         updated_at=updated_at,
         turn_count=state.turn_counter,
+        queued_prompts=[
+            i.preview
+            for i in state.pending[state.active.pending_count if state.active else 0 :]
+            if isinstance(i, UserPrompt)
+        ],
     )
 
 

@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ActiveTurn,
         CallToolInput,
         CallToolOutput,
+        EndSessionInput,
         EngineInfo,
         ResolveInterruptInput,
         RunModelInput,
@@ -47,6 +48,10 @@ with workflow.unsafe.imports_passed_through():
 UNKNOWN_INTERRUPT = "UnknownInterrupt"
 INVALID_MESSAGE = "InvalidUserMessage"
 QUEUE_FULL = "MessageQueueFull"
+SESSION_BUSY = "SessionBusy"
+SESSION_ENDED = "SessionEnded"
+RECORD_RESOLUTION = "record_resolution"
+"""The Signal a client sends when no worker took its `resolve_interrupt` Update."""
 TOO_LARGE = "MessageTooLargeError"
 NO_IMAGES = "ImagesNotSupported"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
@@ -57,6 +62,8 @@ _ERROR_TYPES: dict[session.RefusalReason, str] = {
     "invalid_message": INVALID_MESSAGE,
     "queue_full": QUEUE_FULL,
     "unknown_interrupt": UNKNOWN_INTERRUPT,
+    "session_busy": SESSION_BUSY,
+    "session_ended": SESSION_ENDED,
 }
 """The failure type clients match on for each refusal of a validator."""
 
@@ -109,6 +116,8 @@ class AgentSessionWorkflow:
         )
         self._events: list[session.AgentEvent] = []
         """Events not written yet: they go with the next RunModel Step or publish."""
+        self._finished = False
+        """The ended session's last publish is done: its run completes next."""
 
     # ----- RPCs ---------------------------------------------------------------
 
@@ -161,7 +170,7 @@ class AgentSessionWorkflow:
         self.state = outcome.state
         await workflow.wait_condition(
             lambda: (
-                self.state.turn_counter >= target
+                (self.state.turn_counter >= target or self.state.end_requested)
                 and session.session_status(self.state) != "running"
             )
         )
@@ -188,6 +197,60 @@ class AgentSessionWorkflow:
     def _validate_resolve(self, input: ResolveInterruptInput) -> None:
         # A validator rejection writes no history: an unknown ID changes nothing.
         _refuse(session.check_resolution(self.state, input.interrupt_id))
+
+    @workflow.signal(name=RECORD_RESOLUTION)
+    def record_resolution(self, input: ResolveInterruptInput) -> None:
+        """`resolve_interrupt` as a Signal: the durable path when no worker runs.
+
+        An Update waits in the server's memory until a worker takes it; a
+        Signal is written to history at once, with no worker running. A client
+        whose Update no worker took in time sends this, so the resolution
+        applies when a worker starts. It resolves through the same
+        `apply_resolution`, so one that arrives twice (this Signal and the
+        Update it stands for, or two approvals) applies once: the first wins.
+        A Signal cannot be refused, so what the Update's validator would refuse
+        (an ID the session never had, an ended session) is logged and ignored.
+        No `workflow.patched`: the handler issues no commands by itself, and a
+        history without this Signal replays as before.
+        """
+        refusal = session.check_resolution(self.state, input.interrupt_id)
+        if refusal is not None:
+            workflow.logger.warning(
+                "ignored a recorded resolution: %s", refusal.message
+            )
+            return
+        self._answer(
+            session.apply_resolution(
+                self.state,
+                interrupt_id=input.interrupt_id,
+                approved=input.approved,
+                rejection_message=input.rejection_message,
+                update_id=None,
+            )
+        )
+
+    @workflow.update
+    async def end_session(self, input: EndSessionInput) -> bool:
+        """End the session; True once it ended, False if it had ended already.
+
+        It answers after the session's last publish (status `ended`, the
+        `session_ended` event), and the workflow then completes: its history
+        and the store's data stay readable. A running turn stops after its
+        current Step first (see `dex_agents.session.end_session`).
+        No `workflow.patched`: the commands it leads to (the last publish, the
+        completion) follow only this Update, which no earlier history has.
+        """
+        refusal = session.check_end(self.state, force=input.force)
+        _refuse(refusal)  # again: a message may have been queued since the validator
+        ended = self._answer(
+            session.end_session(self.state, reason=input.reason, update_id=_update_id())
+        )
+        await workflow.wait_condition(lambda: self._finished)
+        return ended
+
+    @end_session.validator
+    def _validate_end(self, input: EndSessionInput) -> None:
+        _refuse(session.check_end(self.state, force=input.force))
 
     @workflow.update
     async def wait_for_idle(self) -> int:
@@ -243,15 +306,29 @@ class AgentSessionWorkflow:
             await self._publish()  # turns a 0.1.x state carried, or a failed publish's
         while True:
             await workflow.wait_condition(
-                lambda: session.has_work(self.state) or self._continue_as_new_needed()
+                lambda: (
+                    session.has_work(self.state)
+                    or self._continue_as_new_needed()
+                    or self.state.end_requested
+                )
             )
+            if session.session_finished(self.state):
+                await self._finish()
+                return
             if not session.has_work(self.state):
                 await self._continue_as_new()
+                continue  # the session ended instead of continuing as new
             if self.state.active is None:
                 self._start_turn()
                 if not workflow.patched(_PATCH_NO_START_PUBLISH):
                     await self._publish()
             await self._drive()
+
+    async def _finish(self) -> None:
+        """The ended session's last publish; the run completes once Updates answered."""
+        await self._follow(session.finish_session(self.state))
+        self._finished = True
+        await workflow.wait_condition(workflow.all_handlers_finished)
 
     def _start_turn(self) -> None:
         self._apply(session.start_turn(self.state))
@@ -266,7 +343,9 @@ class AgentSessionWorkflow:
     def _apply(self, transition: session.Transition) -> session.Step | None:
         """Take a transition's state and events in; return the Step it asks for."""
         self.state = transition.state
-        self._events.extend(transition.events)
+        # Stamped with the workflow's time: a replay stamps the same.
+        now = workflow.now()
+        self._events.extend(session.stamped(e, now) for e in transition.events)
         return transition.step
 
     async def _follow(self, transition: session.Transition) -> None:
@@ -325,6 +404,7 @@ class AgentSessionWorkflow:
                 timed_out=isinstance(cause, StepTimeoutError),
                 too_large=isinstance(cause, ApplicationError)
                 and cause.type == TOO_LARGE,
+                attempts=_failed_attempts(err, opts.run_model_attempts),
             )
             await self._follow(failed)
             return
@@ -446,7 +526,12 @@ class AgentSessionWorkflow:
 
     async def _continue_as_new(self) -> None:
         # In-flight Updates must finish first, or their callers would see them lost.
-        await workflow.wait_condition(workflow.all_handlers_finished)
+        # An `end_session` Update finishes only with the session: it returns then.
+        await workflow.wait_condition(
+            lambda: workflow.all_handlers_finished() or self.state.end_requested
+        )
+        if self.state.end_requested:
+            return
         workflow.continue_as_new(SessionInput(state=self.state))
 
 
@@ -492,6 +577,12 @@ def _failure_text(err: ActivityError) -> str:
         and not isinstance(cause, ApplicationError)
     ):
         cause = cause.__cause__
+    # An activity's own error already names its type (`ValueError: ...`);
+    # str() would name it twice.
+    if isinstance(cause, ApplicationError) and cause.message.startswith(
+        f"{cause.type}: "
+    ):
+        return cause.message
     return str(cause) if cause is not None else str(err)
 
 

@@ -1,4 +1,8 @@
-"""Public test kit: a scripted runner, a ledger, worker subprocesses, and a scripted Messages API."""
+"""Public test kit: a scripted runner, a ledger, worker subprocesses, and a scripted Messages API.
+
+`scripted_model()` runs the scripted Messages API for a program's own Claude
+Code CLIs, so an agent runs offline with no API key (the README's examples).
+"""
 
 from ._fake_claude_cli import (
     FAKE_CLAUDE_GATE_DIR_ENV,
@@ -22,6 +26,13 @@ from ._mock_messages_api import MockMessagesApi, RecordedRequest
 from ._postgres_server import PostgresNotAvailable, PostgresTestServer
 from ._refusing_proxy import RefusingProxy
 from ._s3_server import S3TestServer
+from ._scripted_model import (
+    SCRIPTED_MODEL_API_KEY,
+    UNSCRIPTED_REPLY,
+    ScriptedModel,
+    scripted_model,
+    scripted_model_env,
+)
 from ._scripted_runner import ScriptedRunner, ScriptedTool
 from ._worker_process import WorkerProcess, WorkerProcessConfig
 
@@ -38,8 +49,11 @@ __all__ = [
     "RecordedRequest",
     "RefusingProxy",
     "S3TestServer",
+    "SCRIPTED_MODEL_API_KEY",
+    "ScriptedModel",
     "ScriptedRunner",
     "ScriptedTool",
+    "UNSCRIPTED_REPLY",
     "WorkerProcess",
     "WorkerProcessConfig",
     "bundled_cli_path",
@@ -49,4 +63,6 @@ __all__ = [
     "hermetic_cli_env",
     "ledger_flow",
     "ledger_tools",
+    "scripted_model",
+    "scripted_model_env",
 ]

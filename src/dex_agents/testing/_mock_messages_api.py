@@ -93,8 +93,10 @@ class MockMessagesApi:
 
         Args:
             unscripted_reply: Text to answer a prompt that holds no `dex-script:`
-                command with (for interactive use). None answers such a request
-                with a 400 and records it in `unserved`, which tests rely on.
+                command with (for interactive use: a "thanks!" after a scripted
+                turn gets this text, never that turn's tool calls again). None
+                answers such a request with a 400 and records it in `unserved`,
+                which tests rely on.
             max_request_bytes: The largest request body served; see the
                 `max_request_bytes` property. None serves any size.
         """

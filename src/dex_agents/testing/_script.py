@@ -2,7 +2,8 @@
 
 A test drives the model by ending a prompt with `dex-script: <command>`. The mock
 Messages API (and the fake CLI that will share this module) reads the command of
-the turn's last real prompt and answers deterministically:
+the turn's prompt (in the last user message of a person, not one the CLI added)
+and answers deterministically:
 
 ```
 say <text>                      -> text "said: <text>"
@@ -21,7 +22,14 @@ While tool results are pending (the last user message holds `tool_result`
 blocks) the model summarizes the turn's results as `done: <r1>; <r2>`, except
 that a result saying the call "did not run ... Call again by itself." makes it
 call that tool again, alone: that is how the adapter asks for one write per
-segment. Everything here is pure so both doubles answer alike.
+segment.
+
+A prompt without a command (a person's "thanks!") is not scripted: `plan_reply`
+raises `ScriptError` rather than reaching back to an earlier turn's command and
+calling its tools again. The CLI's own additions never count as the prompt and
+are never quoted back: its `<system-reminder>` blocks (in prompts and inside tool
+results) and the "Continue from where you left off." it sends after a resumed
+call. Everything here is pure so both doubles answer alike.
 """
 
 from __future__ import annotations
@@ -40,6 +48,19 @@ MARKER = "dex-script: "
 
 _REFUSAL_START = "did not run"
 _REFUSAL_END = "Call again by itself."
+_CONTINUE_TEXT = "Continue from where you left off."
+"""The prompt CLI 2.1.327 sends after a resumed call; the turn's prompt is earlier."""
+_SYSTEM_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.DOTALL)
+
+
+def without_system_reminders(text: str) -> str:
+    """`text` without the `<system-reminder>` blocks the Claude Code CLI adds.
+
+    The CLI appends them to prompts and tool results on their way to the model
+    (the environment, the date, tokens left); a model that quoted them would
+    show the CLI's notes to a person as its own words.
+    """
+    return _SYSTEM_REMINDER.sub("", text)
 
 
 class ScriptError(ValueError):
@@ -237,13 +258,18 @@ def plan_reply(
             (the CLI exposes SDK MCP tools as `mcp__<server>__<tool>`).
 
     Raises:
-        ScriptError: No prompt holds a command, or the command is not one the
-            Messages API mock can answer.
+        ScriptError: The turn's prompt holds no command (an earlier turn's
+            command is never reused), or the command is not one the Messages
+            API mock can answer.
     """
     found = _find_prompt(messages)
     if found is None:
         raise ScriptError(f"no user text holds a {MARKER.strip()!r} command")
     index, prompt_text = found
+    if MARKER not in prompt_text:
+        raise ScriptError(
+            f"the prompt {_clip(prompt_text)!r} holds no {MARKER.strip()!r} command"
+        )
     line = command_line(prompt_text)
     if parse_digest(line) is not None:
         return PlannedReply(reply=_digest_reply(messages[index]))
@@ -342,12 +368,37 @@ def _prompt_texts(messages: Sequence[JsonValue]) -> list[str]:
 
 
 def _find_prompt(messages: Sequence[JsonValue]) -> tuple[int, str] | None:
-    """The index and text of the last user text block that holds a command."""
+    """The index and text of the turn's prompt, in the last message of a person.
+
+    That is the last user message with text of its own: messages that carry
+    tool results are the CLI's, and so are `<system-reminder>` blocks and the
+    "Continue from where you left off." after a resumed call. Its text is the
+    last block that holds a command (the CLI may add blocks after a prompt's
+    text, such as `[Image: source: ...]`), else its last text: then the
+    prompt is unscripted, whatever came before.
+    """
     for index in range(len(messages) - 1, -1, -1):
-        texts = _prompt_texts(messages[index : index + 1])
+        message = messages[index]
+        if _role(message) != "user" or any(
+            b.get("type") == "tool_result" for b in _blocks(message)
+        ):
+            continue
+        texts = [t for t in _texts(message) if _is_persons(t)]
         if texts:
-            return index, texts[-1]
+            scripted = [t for t in texts if MARKER in t]
+            return index, (scripted or texts)[-1].strip()
     return None
+
+
+def _is_persons(text: str) -> bool:
+    """Whether a user text is not one the CLI added."""
+    visible = without_system_reminders(text).strip()
+    return bool(visible) and visible != _CONTINUE_TEXT
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    visible = without_system_reminders(text).strip()
+    return visible if len(visible) <= limit else f"{visible[: limit - 1]}…"
 
 
 def _last_user_has_results(messages: Sequence[JsonValue]) -> bool:
@@ -360,12 +411,15 @@ def _last_user_has_results(messages: Sequence[JsonValue]) -> bool:
 
 
 def _result_text(block: Mapping[str, JsonValue]) -> str:
+    """A tool result's text as the tool wrote it, without the CLI's reminders."""
     content = block.get("content")
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
-    return ""
+        text = content
+    elif isinstance(content, list):
+        text = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+    else:
+        text = ""
+    return without_system_reminders(text).strip()
 
 
 def _is_refusal(text: str) -> bool:
