@@ -163,6 +163,34 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     assert ledger.count("create_refund_started") == 1
 
 
+async def test_a_chat_card_answered_elsewhere_is_refreshed(
+    engine: EmbeddedEngine,
+    tmp_path: Path,
+    flow_type: str,
+    worker_process: Term,
+) -> None:
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    sid = f"c-elsewhere-{RUN}"
+    chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
+    chat.expect("you › ")
+    chat.sendline('call create_refund {"orderId": "12"}')
+    interrupt_id = chat.expect(r"approval needed (intr_\w+)").group(1)
+    chat.expect(re.escape("approve or reject? [a/r]"))
+    # Someone else approves (another terminal, the inbox, code); nobody types here.
+    sessions = await _sessions(await engine.client(), tmp_path, flow_type)
+    try:
+        assert await sessions.resolve_interrupt(sid, interrupt_id, approved=True)
+    finally:
+        await sessions.store.close()
+    chat.expect("answered elsewhere")
+    chat.expect(f"approved create_refund \\({interrupt_id}\\)")
+    chat.expect("agent › done: create_refund=refunded order 12")
+    chat.expect("you › ")
+    chat.sendline("/quit")
+    assert chat.wait_exit() == 0
+    assert ledger.count("create_refund_started") == 1
+
+
 async def test_chat_shows_progress_and_can_leave_a_running_turn(
     engine: EmbeddedEngine,
     tmp_path: Path,

@@ -16,6 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import select
+import sys
+from collections.abc import Callable
 from typing import Literal
 
 from rich.console import Console
@@ -272,6 +276,21 @@ class Chat:
                 Text("that approval was already answered elsewhere", style="yellow")
             )
         self.state = "running"
+
+    async def answered_elsewhere(self, interrupt_id: str) -> bool:
+        """Whether the event log says `interrupt_id` was answered (or the session ended).
+
+        It only looks ahead: the events stay unread, so `follow` still shows them.
+        """
+        ahead = await self.store.read_events(self.session_id, after=self.cursor)
+        return any(
+            (
+                e.type == "interrupt_resolved"
+                and e.data.get("interrupt_id") == interrupt_id
+            )
+            or e.type == "session_ended"
+            for e in ahead
+        )
 
     async def follow(self) -> list[Interrupt]:
         """Show events until the session is idle, or approvals wait for an answer.
@@ -541,8 +560,20 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
                 waiting = runner.run(chat.follow())
                 for interrupt in waiting:
                     chat.asking = interrupt
-                    approved, message = _ask(out, interrupt)
-                    runner.run(chat.resolve(interrupt, approved, message))
+                    answer = _ask(
+                        out,
+                        interrupt,
+                        lambda i=interrupt.interrupt_id: runner.run(
+                            chat.answered_elsewhere(i)
+                        ),
+                    )
+                    if answer is None:
+                        # Answered in another terminal, the inbox or by code: the
+                        # event log's line for it follows.
+                        out.print(Text("answered elsewhere", style="yellow"))
+                        chat.state = "running"
+                        continue
+                    runner.run(chat.resolve(interrupt, *answer))
                 continue
             text = out.input(Text("you › ", style="bold blue"))
             command = text.strip()
@@ -564,11 +595,18 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
     _goodbye(chat)
 
 
-def _ask(out: Console, interrupt: Interrupt) -> tuple[bool, str | None]:
+def _ask(
+    out: Console, interrupt: Interrupt, answered: Callable[[], bool]
+) -> tuple[bool, str | None] | None:
+    """The person's answer, or None once `answered()` says someone else gave one."""
     render.print_interrupt(out, interrupt)
     while True:
-        answer = out.input(Text("approve or reject? [a/r] › ", style="bold yellow"))
-        answer = answer.strip().lower()
+        line = _read_line(
+            out, Text("approve or reject? [a/r] › ", style="bold yellow"), answered
+        )
+        if line is None:
+            return None
+        answer = line.strip().lower()
         if answer in ("a", "approve", "y", "yes"):
             return True, None
         if answer in ("r", "reject", "n", "no"):
@@ -579,6 +617,32 @@ def _ask(out: Console, interrupt: Interrupt) -> tuple[bool, str | None]:
         out.print(
             Text("type a to approve, r to reject, or /quit to leave it waiting", "dim")
         )
+
+
+def _read_line(out: Console, prompt: Text, stop: Callable[[], bool]) -> str | None:
+    """A line typed at `prompt`, or None as soon as `stop()` is true.
+
+    On a POSIX terminal it waits for input in short slices and asks `stop`
+    between them, so an approval card answered elsewhere is refreshed instead
+    of waiting for a keypress; elsewhere it is a plain blocking `input`.
+    """
+    if os.name != "posix" or not sys.stdin.isatty():
+        return out.input(prompt)
+    out.print(prompt, end="")
+    while True:
+        ready, _, _ = select.select([sys.stdin], [], [], _ANSWER_POLL)
+        if ready:
+            line = sys.stdin.readline()
+            if not line:
+                raise EOFError
+            return line.rstrip("\n")
+        if stop():
+            out.print()
+            return None
+
+
+_ANSWER_POLL = 1.0
+"""Seconds between checks, while a card waits, that nobody else answered it."""
 
 
 def _goodbye(chat: Chat) -> None:
