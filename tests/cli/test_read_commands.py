@@ -154,7 +154,10 @@ async def test_events_print_the_log_and_json_lines(served: Served) -> None:
 
     result = await served.run("events", sid)
     assert result.exit_code == 0, result.output
-    types = [line.split()[2] for line in result.stdout.splitlines()]
+    lines = result.stdout.splitlines()
+    # cursor, the event's local time, turn, type
+    assert all(re.fullmatch(r"\d\d:\d\d:\d\d", line.split()[1]) for line in lines)
+    types = [line.split()[3] for line in lines]
     assert types == [
         "turn_started",
         "interrupt_created",

@@ -430,11 +430,23 @@ def print_interrupt(out: Console, interrupt: Interrupt) -> None:
 # -- events ---------------------------------------------------------------------
 
 
+def _clock(timestamp: str) -> str:
+    """An event's UTC timestamp as local wall-clock time (`14:03:27`); '' if it has none."""
+    try:
+        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone().strftime("%H:%M:%S")
+
+
 def event_line(event: EventRecord) -> Text:
-    """One event of `events`: cursor, turn, type and what it carries."""
+    """One event of `events`: cursor, local time, turn, type and what it carries."""
     data = event.data
     line = Text.assemble(
         (f"{event.cursor:>6}  ", "dim"),
+        (f"{_clock(event.timestamp):<9}", "dim"),
         (f"{event.turn_id:<8} ", "cyan"),
         (f"{event.type:<19}", "bold"),
     )
