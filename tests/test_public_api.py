@@ -17,6 +17,7 @@ import dex_agents.session
 import dex_agents.stores
 import dex_agents.temporal
 import dex_agents.testing
+import dex_agents.web
 
 PACKAGES = [
     dex_agents,
@@ -28,6 +29,7 @@ PACKAGES = [
     dex_agents.stores,
     dex_agents.temporal,
     dex_agents.testing,
+    dex_agents.web,
 ]
 
 

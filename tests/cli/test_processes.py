@@ -8,6 +8,7 @@ import re
 import uuid
 from pathlib import Path
 
+import httpx
 from cli_harness import Term, agent_env, flow_config, invoke, spawn
 from temporalio.client import Client
 
@@ -66,6 +67,15 @@ async def test_dev_serves_the_agent_says_where_and_ctrl_c_stops_it(
     shown = await invoke("show", "dev-1", "--state-dir", str(state))
     assert shown.exit_code == 0, shown.output
     assert "agent › said: hi" in shown.stdout
+
+    # The banner's inbox answers on 127.0.0.1 without a token, and so does its API.
+    inbox = re.search(r"inbox +(http://127\.0\.0\.1:\d+)/inbox", banner)
+    assert inbox, banner
+    async with httpx.AsyncClient(base_url=inbox.group(1)) as web:
+        page = await web.get("/inbox")
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        listed = (await web.get("/api/sessions")).json()
+        assert "dev-1" in json.dumps(listed)
 
     child.sendintr()
     child.expect("stopping the worker")

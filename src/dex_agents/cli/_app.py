@@ -14,9 +14,11 @@ import asyncio
 import contextlib
 import os
 import signal
+import socket
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -148,6 +150,13 @@ def _use_scripted_model(base_url: str, state_dir: Path) -> None:
 )
 @click.option("--no-ui", is_flag=True, help="Run the server without the Web UI.")
 @click.option(
+    "--web-port",
+    type=click.IntRange(0, 65535),
+    help="Port of the approval inbox and HTTP API (127.0.0.1 only, no token). "
+    "Default: --port + 2000, else any free port.",
+)
+@click.option("--no-web", is_flag=True, help="Do not serve the inbox and HTTP API.")
+@click.option(
     "--namespace", default="default", show_default=True, help="Temporal namespace."
 )
 @click.option(
@@ -163,6 +172,8 @@ def dev(
     port: int | None,
     ui_port: int | None,
     no_ui: bool,
+    web_port: int | None,
+    no_web: bool,
     namespace: str,
     store: str | None,
 ) -> None:
@@ -178,7 +189,66 @@ def dev(
     if no_ui and ui_port is not None:
         raise click.UsageError("--ui-port and --no-ui exclude each other; pass one")
     flows = [load_flow(ref) for ref in agents]
-    run(_dev(flows, list(agents), state_dir, port, namespace, store, ui_port, no_ui))
+    if no_web and web_port is not None:
+        raise click.UsageError("--web-port and --no-web exclude each other; pass one")
+    web = None if no_web else WebSettings(port=web_port)
+    run(
+        _dev(
+            flows, list(agents), state_dir, port, namespace, store, ui_port, no_ui, web
+        )
+    )
+
+
+@dataclass(frozen=True)
+class WebSettings:
+    """`dev`'s inbox and HTTP API: on 127.0.0.1, requests from this machine need no token."""
+
+    port: int | None
+
+
+async def _serve_web(
+    stack: AsyncExitStack,
+    web: WebSettings,
+    engine_port: int,
+    conn: Connection,
+    flows: list[AgentSessionFlow],
+    store: RuntimeStore,
+) -> str:
+    """Start the web app for the block of `stack`; its URL, or why it is off."""
+    try:
+        from ..web import create_app, load_tokens, serving
+    except ImportError:
+        return "off: install the `web` extra (pip install 'dex-agents[web]')"
+    app = create_app(
+        conn.client,
+        flows,
+        store,
+        tokens=load_tokens(env=os.environ),
+        allow_anonymous_loopback=True,
+    )
+    port = web.port
+    if port is None:
+        derived = engine_port + 2000
+        port = derived if derived <= 65535 and _port_free(derived) else 0
+    try:
+        running = await stack.enter_async_context(
+            serving(app, host="127.0.0.1", port=port)
+        )
+    except RuntimeError as err:
+        raise CommandError(
+            f"cannot serve the inbox on 127.0.0.1:{port}: {err}; pass another "
+            "`--web-port`, or `--no-web`"
+        ) from err
+    return f"{running.url}/inbox  (API: {running.url}/api/docs)"
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 async def _dev(
@@ -190,6 +260,7 @@ async def _dev(
     store_arg: str | None,
     ui_port: int | None = None,
     no_ui: bool = False,
+    web: WebSettings | None = None,
 ) -> None:
     out = render.console()
     directory = resolve_state_dir(state_dir)
@@ -251,7 +322,13 @@ async def _dev(
                         'end a message with `dex-script: call lookup_order {"orderId": "7"}`',
                     )
                 )
+            web_stack = AsyncExitStack()
             try:
+                if web is not None:
+                    inbox = await _serve_web(
+                        web_stack, web, engine.port, conn, flows, store
+                    )
+                    facts.insert(1, ("inbox", inbox))
                 await _serve(
                     "dev",
                     conn,
@@ -263,6 +340,8 @@ async def _dev(
                     watch=lambda: _keep_server(engine, out),
                 )
             finally:
+                # The web app reads the store: it stops first.
+                await web_stack.aclose()
                 await store.close()
     finally:
         async with render.Progress(out, "stopping the Temporal dev server"):
@@ -847,6 +926,10 @@ def chat(session_id: str, agent: str | None, target: Target) -> None:
 
 
 main.add_command(end)
+with contextlib.suppress(ImportError):  # `serve` needs the `web` extra
+    from ..web._cli import serve
+
+    main.add_command(serve)
 
 
 _EPILOGS = {
@@ -867,6 +950,11 @@ _EPILOGS = {
     "demo": _examples(
         "dex-agents demo",
         "dex-agents demo --state-dir /tmp/dex-demo",
+    ),
+    "serve": _examples(
+        "dex-agents serve --new-token alice --role approve",
+        "dex-agents serve --tokens-file tokens.toml --agent my_agent.py:flow",
+        "dex-agents serve --allow-anonymous-loopback --agent my_agent.py:flow",
     ),
 }
 """Examples for the `--help` of the commands whose definitions have none."""

@@ -1,0 +1,257 @@
+"""The JSON and SSE endpoints under `/api`, each with the role it needs."""
+
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from ..session import SessionStatus
+from ._agui import agui_event
+from ._auth import Auth, Caller
+from ._errors import ApiError, translated
+from ._feed import Feeds
+from ._models import (
+    ApprovalPage,
+    Ended,
+    EndSession,
+    ErrorBody,
+    HistoryPage,
+    Queued,
+    Rejection,
+    Resolution,
+    SendMessage,
+    SessionId,
+    SessionPage,
+    SessionView,
+    Started,
+    StartSession,
+)
+from ._service import Service
+from ._stream import Delivered, StreamItem, session_stream
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": text}
+    for status, text in {
+        400: "The request cannot be applied (the message says why).",
+        401: "No token, or a token this app does not know.",
+        403: "The token lacks the role, or a browser request failed the CSRF check.",
+        404: "No such session or interrupt.",
+        409: "Already answered, or the session ended or is busy.",
+        422: "The request does not match this schema.",
+        501: "The core lacks what this needs.",
+        503: "No worker took the request in time, or the engine is unreachable.",
+        504: "The turn was not over in time.",
+    }.items()
+}
+_SSE: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Server-Sent Events; each `id` is the event's cursor.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}},
+    }
+}
+MAX_CURSOR = 2**62
+"""Cursors and turn numbers fit a 64-bit integer, as the stores keep them."""
+PING_SECONDS = 15
+"""A comment line this often keeps proxies from closing an idle stream."""
+
+SessionPath = Annotated[SessionId, Path(description="The session's ID.")]
+InterruptPath = Annotated[
+    str, Path(min_length=1, max_length=200, description="From `pending_interrupts`.")
+]
+
+
+def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
+    """The `/api` routes of one app."""
+    router = APIRouter(prefix="/api", responses=_ERRORS)
+    read = Depends(auth.require("read"))
+    chat = Depends(auth.require("chat"))
+    approve = Depends(auth.require("approve"))
+    admin = Depends(auth.require("admin"))
+
+    @router.get("/whoami", tags=["auth"])
+    async def whoami(caller: Annotated[Caller, read]) -> dict[str, Any]:
+        """The token's name and the roles it grants."""
+        return {"name": caller.principal.name, "roles": sorted(caller.principal.roles)}
+
+    @router.get("/sessions", tags=["sessions"], dependencies=[read])
+    async def list_sessions(
+        status: SessionStatus | None = None,
+        limit: Annotated[int, Query(ge=1, le=500)] = 50,
+        before: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> SessionPage:
+        """Sessions, most recently updated first; page with `before` = `next_before`."""
+        return await service.list_sessions(status, limit, before)
+
+    @router.post("/sessions", status_code=201, tags=["sessions"], dependencies=[chat])
+    async def start_session(body: StartSession) -> Started:
+        """Start a session, with a first message; an existing ID gets the message."""
+        return await service.start(body)
+
+    @router.get("/sessions/{session_id}", tags=["sessions"], dependencies=[read])
+    async def get_session(
+        session_id: SessionPath, turns: Annotated[int, Query(ge=0, le=200)] = 20
+    ) -> SessionView:
+        """The snapshot: status, the newest `turns` turns, pending approvals, usage."""
+        return await service.view(session_id, turns)
+
+    @router.post(
+        "/sessions/{session_id}/messages",
+        status_code=202,
+        tags=["sessions"],
+        dependencies=[chat],
+        responses={200: {"model": SessionView, "description": "With `wait`."}},
+    )
+    async def send_message(
+        session_id: SessionPath, body: SendMessage, response: Response
+    ) -> Queued | SessionView:
+        """Queue a user message (202); with `wait: true`, the snapshot after its turn (200)."""
+        result = await service.send(session_id, body)
+        if isinstance(result, SessionView):
+            response.status_code = 200
+        return result
+
+    @router.get(
+        "/sessions/{session_id}/history", tags=["sessions"], dependencies=[read]
+    )
+    async def session_history(
+        session_id: SessionPath,
+        before: Annotated[int | None, Query(ge=1, le=MAX_CURSOR)] = None,
+        limit: Annotated[int, Query(ge=1, le=200)] = 20,
+    ) -> HistoryPage:
+        """Finished turns, newest first; page with `before` = `next_before`."""
+        return await service.history(session_id, before, limit)
+
+    @router.post("/sessions/{session_id}/end", tags=["sessions"], dependencies=[admin])
+    async def end_session(session_id: SessionPath, body: EndSession) -> Ended:
+        """End the session: it takes no more messages or approvals."""
+        return await service.end(session_id, body)
+
+    @router.get("/approvals", tags=["approvals"], dependencies=[read])
+    async def list_approvals(
+        limit: Annotated[int, Query(ge=1, le=500)] = 100,
+        before: Annotated[str | None, Query(max_length=200)] = None,
+    ) -> ApprovalPage:
+        """Every pending approval, of `limit` sessions at a time (oldest change last)."""
+        return await service.approvals(limit, before)
+
+    @router.post(
+        "/sessions/{session_id}/approvals/{interrupt_id}/approve", tags=["approvals"]
+    )
+    async def approve_call(
+        session_id: SessionPath,
+        interrupt_id: InterruptPath,
+        caller: Annotated[Caller, approve],
+    ) -> Resolution:
+        """Approve the call; the token's name is recorded as who approved it."""
+        return await service.resolve(
+            session_id, interrupt_id, caller.principal, approved=True
+        )
+
+    @router.post(
+        "/sessions/{session_id}/approvals/{interrupt_id}/reject", tags=["approvals"]
+    )
+    async def reject_call(
+        session_id: SessionPath,
+        interrupt_id: InterruptPath,
+        caller: Annotated[Caller, approve],
+        body: Rejection | None = None,
+    ) -> Resolution:
+        """Reject the call; the model reads `message` instead of a result."""
+        return await service.resolve(
+            session_id, interrupt_id, caller.principal, approved=False, rejection=body
+        )
+
+    async def _stream(
+        session_id: str, after: int, last_event_id: str | None, until: str | None
+    ) -> AsyncIterator[StreamItem]:
+        cursor = _resume_cursor(after, last_event_id)
+        sessions = await service.sessions()
+        with translated(session_id):
+            await sessions.snapshot(session_id, turns=0)  # 404 for no such session
+        return session_stream(
+            feeds,
+            service.decisions,
+            session_id,
+            after=cursor,
+            until_idle=until == "idle",
+        )
+
+    @router.get(
+        "/sessions/{session_id}/events",
+        tags=["events"],
+        dependencies=[read],
+        response_class=EventSourceResponse,
+        responses=_SSE,
+    )
+    async def session_events(
+        session_id: SessionPath,
+        after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
+        until: Literal["idle"] | None = None,
+        last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+    ) -> EventSourceResponse:
+        """The session's events as SSE, after cursor `after` (or `Last-Event-ID`).
+
+        Each event's `data` is JSON with its `cursor`, `type`, `turn_id`,
+        `step_execution_id`, `attempt`, `superseded` and `data`; an
+        `attempt_superseded` item (no `id`) says to drop what lower attempts
+        of a step showed. `until=idle` ends the stream once the session waits.
+        """
+        items = await _stream(session_id, after, last_event_id, until)
+
+        async def frames() -> AsyncIterator[ServerSentEvent]:
+            async for item in items:
+                cursor = str(item.event.cursor) if isinstance(item, Delivered) else None
+                yield ServerSentEvent(data=json.dumps(item.json()), id=cursor)
+
+        return EventSourceResponse(frames(), ping=PING_SECONDS, headers=_NO_BUFFER)
+
+    @router.get(
+        "/sessions/{session_id}/events/ag-ui",
+        tags=["events"],
+        dependencies=[read],
+        response_class=EventSourceResponse,
+        responses=_SSE,
+    )
+    async def session_events_agui(
+        session_id: SessionPath,
+        after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
+        until: Literal["idle"] | None = None,
+        last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+    ) -> EventSourceResponse:
+        """The same events in the AG-UI format (thread = session, run = turn)."""
+        items = await _stream(session_id, after, last_event_id, until)
+
+        async def frames() -> AsyncIterator[ServerSentEvent]:
+            async for item in items:
+                event = agui_event(session_id, item)
+                if event is None:
+                    continue
+                cursor = str(item.event.cursor) if isinstance(item, Delivered) else None
+                yield ServerSentEvent(
+                    data=event.model_dump_json(by_alias=True), id=cursor
+                )
+
+        return EventSourceResponse(frames(), ping=PING_SECONDS, headers=_NO_BUFFER)
+
+    return router
+
+
+_NO_BUFFER = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+"""Tell nginx (and caches) to pass each event on at once."""
+
+
+def _resume_cursor(after: int, last_event_id: str | None) -> int:
+    """Where to resume: `Last-Event-ID` (a reconnect) wins over `after`."""
+    if last_event_id is None or not last_event_id.strip():
+        return after
+    value = last_event_id.strip()
+    if not value.isdigit() or int(value) > MAX_CURSOR:
+        raise ApiError(
+            400,
+            "invalid_request",
+            f"`Last-Event-ID` must be an event's cursor (a number), got {value!r}; "
+            "send the `id` of the last event received",
+        )
+    return int(value)

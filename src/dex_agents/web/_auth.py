@@ -1,0 +1,196 @@
+"""Who is calling: bearer tokens (or the inbox's cookie), roles, and cross-site checks.
+
+A request is authenticated by `Authorization: Bearer <token>`, or, for the
+inbox pages and their scripts, by the `dex_token` cookie that the login form
+sets (a browser cannot add a header to a page load or an `EventSource`). No
+credentials is a 401, a token without the endpoint's role a 403, in every app
+except one built with `allow_anonymous_loopback` (what `dex-agents dev` does),
+where a request from 127.0.0.1 or ::1 with no credentials and no proxy header
+acts as an anonymous admin.
+
+A cookie, and an anonymous loopback session, are credentials a browser
+sends on its own, so a state-changing request that carries no
+`Authorization` header must prove it comes from this app's own pages
+(double-submit: the `dex_csrf` cookie equals the form's `csrf_token` field or
+the `X-CSRF-Token` header, and an `Origin` header, when sent, is this app's).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import ipaddress
+import secrets
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from fastapi import Request
+
+from ._errors import ApiError
+from ._tokens import ROLES, Principal, Role, TokenSet
+
+TOKEN_COOKIE = "dex_token"
+CSRF_COOKIE = "dex_csrf"
+CSRF_HEADER = "x-csrf-token"
+CSRF_FIELD = "csrf_token"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
+ANONYMOUS = Principal(
+    name="anonymous (loopback)", roles=frozenset(ROLES), anonymous=True
+)
+
+Via = Literal["bearer", "cookie", "anonymous"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Caller:
+    """The principal of one request and how it proved who it is."""
+
+    principal: Principal
+    via: Via
+
+
+@dataclass(frozen=True, kw_only=True)
+class Auth:
+    """How an app authenticates: its tokens, and whether `dev` loopback is anonymous."""
+
+    tokens: TokenSet
+    allow_anonymous_loopback: bool = False
+    trusted_origins: Sequence[str] = ()
+    """Origins besides the app's own whose browser requests may change things
+    (the CORS origins, so a front end on another origin can post)."""
+
+    async def caller(self, request: Request) -> Caller:
+        """The caller of `request`.
+
+        Raises:
+            ApiError: 401 without valid credentials.
+        """
+        header = request.headers.get("authorization")
+        if header is not None:
+            scheme, _, token = header.partition(" ")
+            if scheme.lower() != "bearer" or not token.strip():
+                raise ApiError(
+                    401,
+                    "unauthorized",
+                    "the Authorization header must be `Bearer <token>`",
+                )
+            return Caller(principal=await self._verify(token.strip()), via="bearer")
+        cookie = request.cookies.get(TOKEN_COOKIE)
+        if cookie:
+            return Caller(principal=await self._verify(cookie), via="cookie")
+        if self.allow_anonymous_loopback and _from_loopback(request):
+            return Caller(principal=ANONYMOUS, via="anonymous")
+        raise ApiError(
+            401,
+            "unauthorized",
+            "this endpoint needs a token: send `Authorization: Bearer <token>` "
+            "(tokens come from the app's token file; `dex-agents serve --new-token "
+            "NAME` makes one), or sign in at `/login` in a browser",
+        )
+
+    async def _verify(self, token: str) -> Principal:
+        principal = self.tokens.remembered(token)
+        if principal is None:
+            # scrypt takes tens of milliseconds: keep the event loop free.
+            principal = await asyncio.to_thread(self.tokens.verify, token)
+        if principal is None:
+            raise ApiError(
+                401,
+                "unauthorized",
+                "the token is not valid for this app; check it against the token "
+                "file the app was started with, or sign in again at `/login`",
+            )
+        return principal
+
+    def require(self, role: Role) -> Callable[[Request], Awaitable[Caller]]:
+        """A FastAPI dependency: the caller, who must hold `role` (401, 403 otherwise)."""
+
+        async def dependency(request: Request) -> Caller:
+            caller = await self.caller(request)
+            if not caller.principal.may(role):
+                held = sorted(caller.principal.roles)
+                raise ApiError(
+                    403,
+                    "forbidden",
+                    f"the token {caller.principal.name!r} has roles {held}; this "
+                    f"needs the {role!r} role (or `admin`): use a token that has it",
+                )
+            if request.method not in _SAFE_METHODS:
+                await self.check_same_site(request, caller)
+            return caller
+
+        return dependency
+
+    async def check_same_site(self, request: Request, caller: Caller) -> None:
+        """Refuse a state-changing request a browser might send from another site.
+
+        Raises:
+            ApiError: 403 `csrf_failed`.
+        """
+        if caller.via == "bearer":
+            return  # a header no other site can make a browser send
+        browser = any(
+            h in request.headers for h in ("origin", "sec-fetch-site", "cookie")
+        )
+        if caller.via == "anonymous" and not browser:
+            return  # curl on the loopback of a `dev` app
+        await self.check_browser_request(request)
+
+    async def check_browser_request(self, request: Request) -> None:
+        """Refuse a browser request that did not come from this app's own pages.
+
+        Raises:
+            ApiError: 403 `csrf_failed`.
+        """
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in (
+            _own_origin(request),
+            *self.trusted_origins,
+        ):
+            raise ApiError(
+                403,
+                "csrf_failed",
+                f"a request from origin {origin!r} may not change anything here; "
+                "use this app's own pages, or add the origin to the app's CORS "
+                "origins",
+            )
+        expected = request.cookies.get(CSRF_COOKIE, "")
+        sent = request.headers.get(CSRF_HEADER)
+        if sent is None and _is_form(request):
+            value = (await request.form()).get(CSRF_FIELD)
+            sent = value if isinstance(value, str) else None
+        if not expected or not sent or not hmac.compare_digest(expected, sent):
+            raise ApiError(
+                403,
+                "csrf_failed",
+                "this request carries no valid CSRF token; reload the page and "
+                "send it again (scripts send the `dex_csrf` cookie's value in "
+                "`X-CSRF-Token`, or use `Authorization: Bearer`)",
+            )
+
+
+def new_csrf_token() -> str:
+    """A fresh double-submit token for the `dex_csrf` cookie."""
+    return secrets.token_urlsafe(24)
+
+
+def _is_form(request: Request) -> bool:
+    kind = request.headers.get("content-type", "")
+    return kind.startswith(("application/x-www-form-urlencoded", "multipart/form-data"))
+
+
+def _own_origin(request: Request) -> str:
+    host = request.headers.get("host", request.url.netloc)
+    return f"{request.url.scheme}://{host}"
+
+
+def _from_loopback(request: Request) -> bool:
+    """A direct request from this machine (a proxy in front would add its headers)."""
+    if request.client is None or any(h in request.headers for h in _PROXY_HEADERS):
+        return False
+    try:
+        return ipaddress.ip_address(request.client.host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,202 @@
+"""`dex-agents serve`: the web app alone, on uvicorn, next to workers that run elsewhere.
+
+It holds no logic: it connects like every other command (`--address`,
+`--state-dir`, `--store`), builds `create_app`, and serves it. `--new-token
+NAME` makes a token and prints the entry for the token file instead.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from pathlib import Path
+
+import click
+
+from ..cli._agent_ref import load_flow
+from ..cli._context import Target, connect, open_store, target_options
+from ..cli._errors import BadArgumentError, release_engine_runtime, run
+from ._app import create_app
+from ._server import serving
+from ._tokens import ROLES, Role, load_tokens, new_token, token_entry
+
+_AGENT_HELP = (
+    "A flow `POST /api/sessions` may start: `module:attr` or `path/to/file.py:attr` "
+    "(repeat for several). Without it the app serves existing sessions only."
+)
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+_SERVE_HELP = """Serve the sessions' HTTP + SSE API and the approval inbox (uvicorn).
+
+\b
+Make a token, and put its entry in the token file:
+  dex-agents serve --new-token alice --role approve
+then:
+  dex-agents serve --tokens-file tokens.toml --agent module:flow
+"""
+
+
+@click.command("serve", help=_SERVE_HELP)
+@click.option(
+    "--agent", "agents", multiple=True, metavar="MODULE:FLOW", help=_AGENT_HELP
+)
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on."
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on (0: any free one; the URL is printed).",
+)
+@click.option(
+    "--tokens-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    envvar="DEX_AGENTS_WEB_TOKENS_FILE",
+    show_envvar=True,
+    help="The token file (TOML or JSON, hashed tokens). Default: the text of "
+    "DEX_AGENTS_WEB_TOKENS.",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="An origin (`https://app.example.com`) whose pages may call the API; "
+    "repeat for several. Default: none (CORS off).",
+)
+@click.option(
+    "--root-path",
+    default="",
+    help="The path prefix a reverse proxy serves the app under (`/agents`).",
+)
+@click.option(
+    "--forwarded-allow-ips",
+    default=None,
+    help="Proxies whose X-Forwarded-* headers to trust (uvicorn's option); "
+    "default: 127.0.0.1.",
+)
+@click.option(
+    "--allow-anonymous-loopback",
+    is_flag=True,
+    help="Requests from this machine need no token and act as admin. Only with a "
+    "loopback --host and no proxy in front: for development.",
+)
+@click.option(
+    "--new-token",
+    "new_token_name",
+    metavar="NAME",
+    help="Print a new token for NAME and its token-file entry, then exit.",
+)
+@click.option(
+    "--role",
+    "roles",
+    multiple=True,
+    type=click.Choice(ROLES),
+    help="With --new-token: a role of the token (repeat). Default: read.",
+)
+@target_options
+def serve(
+    *,
+    target: Target,
+    agents: tuple[str, ...],
+    host: str,
+    port: int,
+    tokens_file: Path | None,
+    cors_origins: tuple[str, ...],
+    root_path: str,
+    forwarded_allow_ips: str | None,
+    allow_anonymous_loopback: bool,
+    new_token_name: str | None,
+    roles: tuple[Role, ...],
+) -> None:
+    """The `dex-agents serve` command (see `_SERVE_HELP` for its help text)."""
+    if new_token_name is not None:
+        token = new_token()
+        click.echo(f"token for {new_token_name!r} (shown once; give it to them):")
+        click.echo(token)
+        click.echo("\nentry for the token file:\n")
+        click.echo(
+            token_entry(new_token_name, list(roles) or ["read"], token), nl=False
+        )
+        return
+    if allow_anonymous_loopback and not _loopback(host):
+        raise BadArgumentError(
+            f"--allow-anonymous-loopback needs a loopback --host, not {host!r}: "
+            "anyone who reaches the port would be admin; use a token file instead"
+        )
+    try:
+        run(
+            _serve(
+                target,
+                agents,
+                host=host,
+                port=port,
+                tokens_file=tokens_file,
+                cors_origins=cors_origins,
+                root_path=root_path,
+                forwarded_allow_ips=forwarded_allow_ips,
+                allow_anonymous_loopback=allow_anonymous_loopback,
+            )
+        )
+    except KeyboardInterrupt:
+        pass
+    finally:
+        release_engine_runtime()
+
+
+async def _serve(
+    target: Target,
+    agents: tuple[str, ...],
+    *,
+    host: str,
+    port: int,
+    tokens_file: Path | None,
+    cors_origins: tuple[str, ...],
+    root_path: str,
+    forwarded_allow_ips: str | None,
+    allow_anonymous_loopback: bool,
+) -> None:
+    flows = [load_flow(ref) for ref in agents]
+    tokens = load_tokens(tokens_file, env=os.environ)
+    connection = await connect(target)
+    store = await open_store(target)
+    try:
+        app = create_app(
+            connection.client,
+            flows,
+            store,
+            tokens=tokens,
+            allow_anonymous_loopback=allow_anonymous_loopback,
+            cors_origins=cors_origins,
+        )
+        proxy: dict[str, object] = {"root_path": root_path, "log_level": "info"}
+        if forwarded_allow_ips is not None:
+            proxy["forwarded_allow_ips"] = forwarded_allow_ips
+        async with serving(
+            app, host=host, port=port, handle_signals=True, **proxy
+        ) as running:
+            who = (
+                "no token needed from this machine"
+                if allow_anonymous_loopback
+                else f"{len(tokens)} token(s)"
+            )
+            click.echo(
+                f"dex-agents web on {running.url}{root_path}/inbox "
+                f"(API {running.url}{root_path}/api, {who}; {connection.where}); "
+                "Ctrl-C stops",
+                err=False,
+            )
+            await running.wait()
+    finally:
+        await store.close()

@@ -1,0 +1,200 @@
+"""The API's request and response bodies (what the OpenAPI schema describes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from ..session import ImageReference, JsonObject, SessionStatus, ToolEffect
+from ..temporal import AgentSnapshot, TurnSummary
+from ._decisions import Decision
+from ._errors import ErrorCode
+
+SessionId = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$",
+        description="Letters, digits and `._:@-`, starting with a letter or digit.",
+    ),
+]
+MessageText = Annotated[str, Field(max_length=32 * 1024 * 1024)]
+MediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageRef:
+    """An image already in the agent's media store (`MediaStore.put_image`), by reference."""
+
+    media_type: MediaType
+    key: Annotated[str, Field(min_length=1, max_length=500)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    size: Annotated[int, Field(ge=0)]
+
+    def reference(self) -> ImageReference:
+        """The library's reference."""
+        return ImageReference(
+            media_type=self.media_type, key=self.key, sha256=self.sha256, size=self.size
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class StartSession:
+    """Start a session (or send to it, if it exists: start is idempotent)."""
+
+    session_id: SessionId | None = None
+    """The new session's ID; a fresh `web-<hex>` one when absent."""
+    message: MessageText | None = None
+    images: list[ImageRef] = field(default_factory=lambda: [])
+    flow: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    """The flow type to start; needed only when the app serves several flows."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SendMessage:
+    """A user message: text, and images by media-store reference."""
+
+    text: MessageText
+    images: list[ImageRef] = field(default_factory=lambda: [])
+    wait: bool = False
+    """Answer with the snapshot once the message's turn is over (`send_and_wait`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rejection:
+    """Why a call is rejected: the model reads `message` instead of a result."""
+
+    message: Annotated[str, Field(max_length=10_000)] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndSession:
+    """End a session; `force` also ends one with work in progress."""
+
+    reason: Annotated[str, Field(max_length=2_000)] = ""
+    force: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionSummary:
+    """One line of the sessions list."""
+
+    session_id: str
+    flow_type: str
+    status: SessionStatus
+    turn_count: int
+    pending_approvals: int
+    updated_at: str
+    cost_usd: float
+
+
+@dataclass(frozen=True, kw_only=True)
+class SessionPage:
+    """A page of sessions, most recently updated first."""
+
+    sessions: list[SessionSummary]
+    next_before: str | None
+    """Pass as `before` for the next page; None on the last one."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Started:
+    """A started (or reused) session, and whether its message was queued."""
+
+    session_id: str
+    queued: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Queued:
+    """Whether a message was queued for a turn (False: images the runner cannot send)."""
+
+    queued: bool
+
+
+@dataclass(kw_only=True)
+class SessionView:
+    """A session's snapshot, and who made the decisions this app recorded for it."""
+
+    snapshot: AgentSnapshot
+    decisions: list[Decision]
+    """Approvals and rejections made through the web app, for the snapshot's
+    turns: who, when, and what."""
+
+
+@dataclass(kw_only=True)
+class HistoryPage:
+    """A page of finished turns, newest first."""
+
+    turns: list[TurnSummary]
+    next_before: int | None
+    """Pass as `before` for the next (older) page; None on the last one."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Approval:
+    """A tool call that waits for a person: what, why, until when, and for how long."""
+
+    session_id: str
+    interrupt_id: str
+    turn_id: str
+    tool_call_id: str
+    tool_name: str
+    effect: ToolEffect
+    arguments: JsonObject
+    """The call's exact input (read back from the store when it was long)."""
+    reason: str
+    created_at: str
+    deadline: str | None
+    age_seconds: float
+    at_least_once: bool
+    """Approved, it runs inside the model's CLI and may run again after a crash."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ApprovalPage:
+    """Pending approvals of every session, a page of sessions at a time."""
+
+    approvals: list[Approval]
+    next_before: str | None
+    """Pass as `before` for the next page of sessions; None on the last one."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolution:
+    """The outcome of an approve or reject."""
+
+    interrupt_id: str
+    approved: bool
+    by: str
+    """The token's name, recorded as the one who decided."""
+    resolved: bool
+    """True once applied; False when no worker took it yet (`recorded`)."""
+    recorded: bool = False
+    """No worker took it in time: it is in the session's history and applies
+    when a worker runs the session."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ended:
+    """Whether this request ended the session (False: it had ended before)."""
+
+    ended: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorDetail:
+    """What went wrong, as a stable `code` and a message that says the fix."""
+
+    code: ErrorCode
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ErrorBody:
+    """Every error answer."""
+
+    error: ErrorDetail

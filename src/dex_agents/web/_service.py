@@ -1,0 +1,395 @@
+"""What the API and the inbox pages do, on top of `SessionClient` and the runtime store.
+
+Routes only parse, authorize and render; every operation is here, once, so a
+form on a page and a JSON call do exactly the same thing. Each call that
+needs a worker has a deadline (`WebOptions.worker_timeout`): a request never
+hangs because no worker runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TypeVar, cast
+
+from pydantic import TypeAdapter
+from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
+
+from ..session import SessionStatus, event_time
+from ..stores import RuntimeStore
+from ..temporal import (
+    AgentSessionFlow,
+    AgentSnapshot,
+    SessionClient,
+    TurnSummary,
+    with_recent_turns,
+)
+from ._decisions import Decision, Decisions
+from ._errors import ApiError, translated
+from ._models import (
+    Approval,
+    ApprovalPage,
+    Ended,
+    EndSession,
+    HistoryPage,
+    Queued,
+    Rejection,
+    Resolution,
+    SendMessage,
+    SessionPage,
+    SessionSummary,
+    SessionView,
+    Started,
+    StartSession,
+)
+from ._tokens import Principal
+
+ClientSource = Client | Callable[[], Awaitable[Client]]
+"""A connected client, or how to connect one (in the server's own event loop)."""
+
+_SNAPSHOT = TypeAdapter(AgentSnapshot)
+_TURN = TypeAdapter(TurnSummary)
+_T = TypeVar("_T")
+_GAVE_UP = (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError)
+"""What a call cut short by its deadline raises (Temporal turns the cancelled
+wait for an Update into its own error)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebOptions:
+    """How long the app waits, and how often it polls."""
+
+    worker_timeout: float = 10.0
+    """Seconds a request waits for a worker to take it (then 503 `no_worker`)."""
+    wait_timeout: float = 300.0
+    """Seconds `POST .../messages` with `wait: true` waits for the turn (then 504)."""
+    poll_interval: float = 0.02
+    """Seconds between two reads of the event log by a followed session's poller."""
+
+
+class Service:
+    """The app's operations on sessions, approvals and decisions."""
+
+    def __init__(
+        self,
+        client: ClientSource,
+        flows: Sequence[AgentSessionFlow],
+        store: RuntimeStore,
+        options: WebOptions,
+    ) -> None:
+        self._client_source = client
+        self._client: Client | None = client if isinstance(client, Client) else None
+        self._connecting = asyncio.Lock()
+        self.flows = {f.flow_type: f for f in flows}
+        self.store = store
+        self.options = options
+        self.decisions = Decisions(store)
+
+    async def client(self) -> Client:
+        """The Temporal client, connected on first use in this event loop."""
+        if self._client is None:
+            async with self._connecting:
+                if self._client is None:
+                    source = cast(Callable[[], Awaitable[Client]], self._client_source)
+                    self._client = await source()
+        return self._client
+
+    async def sessions(self, flow: AgentSessionFlow | None = None) -> SessionClient:
+        """A session client; the flow matters only to `start`.
+
+        Every other call is answered by the session's own workflow, which
+        knows its flow, so any flow (or none: the client keeps it unused) does.
+        """
+        chosen = flow or next(iter(self.flows.values()), None)
+        return SessionClient(
+            await self.client(), cast(AgentSessionFlow, chosen), self.store
+        )
+
+    # -- sessions ----------------------------------------------------------
+
+    async def list_sessions(
+        self, status: SessionStatus | None, limit: int, before: str | None
+    ) -> SessionPage:
+        """A page of sessions, most recently updated first."""
+        with translated():
+            rows = await self.store.list_snapshots(
+                status=status, limit=limit, before=before
+            )
+        summaries = [_summary(_SNAPSHOT.validate_python(r)) for r in rows]
+        next_before = summaries[-1].session_id if len(summaries) == limit else None
+        return SessionPage(sessions=summaries, next_before=next_before)
+
+    async def start(self, body: StartSession) -> Started:
+        """Start a session and send its first message, if any."""
+        flow = self._flow(body.flow)
+        session_id = body.session_id or f"web-{uuid.uuid4().hex[:12]}"
+        sessions = await self.sessions(flow)
+        with translated(session_id):
+            queued = await self._in_time(
+                sessions.start(
+                    session_id,
+                    initial_message=body.message,
+                    initial_images=[i.reference() for i in body.images] or None,
+                ),
+                f"the start of session {session_id!r}",
+                applies_later=True,
+            )
+        return Started(session_id=session_id, queued=queued)
+
+    def _flow(self, name: str | None) -> AgentSessionFlow:
+        if not self.flows:
+            raise ApiError(
+                400,
+                "invalid_request",
+                "this app serves no flow, so it cannot start sessions; create it "
+                "with `flows=[...]` (`dex-agents serve --agent module:flow`)",
+            )
+        if name is None:
+            if len(self.flows) == 1:
+                return next(iter(self.flows.values()))
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"this app serves several flows; name one in `flow`: {sorted(self.flows)}",
+            )
+        flow = self.flows.get(name)
+        if flow is None:
+            raise ApiError(
+                400,
+                "invalid_request",
+                f"unknown flow {name!r}; this app serves {sorted(self.flows)}",
+            )
+        return flow
+
+    async def send(self, session_id: str, body: SendMessage) -> Queued | SessionView:
+        """Queue a user message; with `wait`, answer with the snapshot after its turn."""
+        sessions = await self.sessions()
+        images = [i.reference() for i in body.images] or None
+        with translated(session_id):
+            if body.wait:
+                try:
+                    async with asyncio.timeout(self.options.wait_timeout):
+                        snapshot = await sessions.send_and_wait(
+                            session_id, body.text, images
+                        )
+                except _GAVE_UP:
+                    raise ApiError(
+                        504,
+                        "timeout",
+                        f"the turn of session {session_id!r} was not over within "
+                        f"{self.options.wait_timeout:g} s; it goes on: follow its "
+                        "events, or read its snapshot later",
+                    ) from None
+                return await self._view(session_id, snapshot)
+            queued = await self._in_time(
+                sessions.send_user_message(session_id, body.text, images),
+                f"the message to session {session_id!r}",
+                applies_later=True,
+            )
+        return Queued(queued=queued)
+
+    async def _in_time(
+        self, call: Awaitable[_T], what: str, *, applies_later: bool
+    ) -> _T:
+        """`call`, or 503 `no_worker` when no worker took it within `worker_timeout`."""
+        try:
+            async with asyncio.timeout(self.options.worker_timeout):
+                return await call
+        except _GAVE_UP:
+            later = (
+                "Temporal keeps a request it admitted, so it may still apply when a "
+                "worker starts: read the session before sending it again"
+                if applies_later
+                else "nothing was applied"
+            )
+            raise ApiError(
+                503,
+                "no_worker",
+                f"no worker took {what} within {self.options.worker_timeout:g} s; "
+                f"{later} (`dex-agents worker --agent module:flow` starts one)",
+            ) from None
+
+    async def view(self, session_id: str, turns: int) -> SessionView:
+        """The snapshot with its `turns` most recent turns, and the app's decisions."""
+        sessions = await self.sessions()
+        with translated(session_id):
+            snapshot = await sessions.snapshot(session_id, turns=turns)
+        return await self._view(session_id, snapshot)
+
+    async def _view(self, session_id: str, snapshot: AgentSnapshot) -> SessionView:
+        decisions: list[Decision] = []
+        for turn in snapshot.turns:
+            for call in turn.tool_calls:
+                found = await self.decisions.of_call(
+                    session_id, turn.turn_id, call.tool_call_id
+                )
+                if found is not None:
+                    decisions.append(found)
+        return SessionView(snapshot=snapshot, decisions=decisions)
+
+    async def history(
+        self, session_id: str, before: int | None, limit: int
+    ) -> HistoryPage:
+        """A page of finished turns, newest first."""
+        with translated(session_id):
+            rows = await self.store.read_turns(session_id, before=before, limit=limit)
+            if not rows and before is None and await self._unknown(session_id):
+                raise ApiError(
+                    404,
+                    "session_not_found",
+                    f"no session {session_id!r}; list sessions with `GET /api/sessions`",
+                )
+        turns = [_TURN.validate_python(r) for r in rows]
+        next_before = (
+            int(turns[-1].turn_id.rpartition("-")[2]) if len(turns) == limit else None
+        )
+        return HistoryPage(turns=turns, next_before=next_before)
+
+    async def _unknown(self, session_id: str) -> bool:
+        return await self.store.get_snapshot(session_id) is None
+
+    async def end(self, session_id: str, body: EndSession) -> Ended:
+        """End the session (`SessionClient.end`), if this release of the core has it."""
+        sessions = await self.sessions()
+        end = getattr(sessions, "end", None)
+        if end is None:
+            raise ApiError(
+                501,
+                "not_implemented",
+                "ending a session needs `SessionClient.end`, which this release of "
+                "dex-agents lacks; upgrade dex-agents",
+            )
+        with translated(session_id):
+            ended = await end(
+                session_id,
+                reason=body.reason,
+                force=body.force,
+                timeout=self.options.worker_timeout,
+            )
+        return Ended(ended=bool(ended))
+
+    # -- approvals ---------------------------------------------------------
+
+    async def approvals(self, limit: int, before: str | None) -> ApprovalPage:
+        """Pending approvals of every session waiting for one, a page of sessions at a time."""
+        with translated():
+            rows = await self.store.list_snapshots(
+                status="waiting_for_approval", limit=limit, before=before
+            )
+        now = datetime.now(UTC)
+        approvals: list[Approval] = []
+        for row in rows:
+            snapshot = await with_recent_turns(
+                _SNAPSHOT.validate_python(row), self.store, turns=0
+            )
+            approvals.extend(
+                Approval(
+                    session_id=snapshot.session_id,
+                    interrupt_id=i.interrupt_id,
+                    turn_id=i.turn_id,
+                    tool_call_id=i.tool_call_id,
+                    tool_name=i.tool_name,
+                    effect=i.effect,
+                    arguments=i.arguments,
+                    reason=i.reason,
+                    created_at=i.created_at,
+                    deadline=i.deadline,
+                    age_seconds=_age(i.created_at, now),
+                    at_least_once=i.at_least_once,
+                )
+                for i in snapshot.pending_interrupts
+            )
+        next_before = str(rows[-1]["session_id"]) if len(rows) == limit else None
+        return ApprovalPage(approvals=approvals, next_before=next_before)
+
+    async def resolve(
+        self,
+        session_id: str,
+        interrupt_id: str,
+        principal: Principal,
+        *,
+        approved: bool,
+        rejection: Rejection | None = None,
+    ) -> Resolution:
+        """Approve or reject a pending call, and record who did."""
+        message = rejection.message if rejection is not None else None
+        sessions = await self.sessions()
+        with translated(session_id):
+            snapshot = await sessions.snapshot(session_id, turns=0)
+        pending = {i.interrupt_id: i for i in snapshot.pending_interrupts}
+        interrupt = pending.get(interrupt_id)
+        decision = Decision(
+            interrupt_id=interrupt_id,
+            turn_id=interrupt.turn_id if interrupt else "",
+            tool_call_id=interrupt.tool_call_id if interrupt else "",
+            approved=approved,
+            by=principal.name,
+            at=event_time(datetime.now(UTC)),
+            rejection_message=None if approved else message,
+        )
+        self.decisions.begin(session_id, decision)
+        recorded = False
+        try:
+            with translated(session_id):
+                changed = await sessions.resolve_interrupt(
+                    session_id,
+                    interrupt_id,
+                    approved=approved,
+                    rejection_message=message,
+                    timeout=self.options.worker_timeout,
+                )
+        except ApiError as err:
+            if err.code != "no_worker":
+                self.decisions.abandon(session_id, interrupt_id)
+                raise
+            # Recorded in the session's history: it applies when a worker runs.
+            changed, recorded = False, True
+        if not changed and not recorded:
+            self.decisions.abandon(session_id, interrupt_id)
+            earlier = await self.decisions.of_interrupt(session_id, interrupt_id)
+            who = (
+                f" ({'approved' if earlier.approved else 'rejected'} by "
+                f"{earlier.by!r} at {earlier.at})"
+                if earlier
+                else ""
+            )
+            raise ApiError(
+                409,
+                "already_resolved",
+                f"interrupt {interrupt_id!r} of session {session_id!r} was answered "
+                f"already{who}; nothing changed. Read the session for its outcome",
+            )
+        if decision.tool_call_id:
+            await self.decisions.record(session_id, decision)
+        return Resolution(
+            interrupt_id=interrupt_id,
+            approved=approved,
+            by=principal.name,
+            resolved=not recorded,
+            recorded=recorded,
+        )
+
+
+def _summary(snapshot: AgentSnapshot) -> SessionSummary:
+    return SessionSummary(
+        session_id=snapshot.session_id,
+        flow_type=snapshot.flow_type,
+        status=snapshot.status,
+        turn_count=snapshot.turn_count,
+        pending_approvals=len(snapshot.pending_interrupts),
+        updated_at=snapshot.updated_at,
+        cost_usd=snapshot.usage.cost_usd,
+    )
+
+
+def _age(created_at: str, now: datetime) -> float:
+    try:
+        created = datetime.fromisoformat(created_at)
+    except ValueError:
+        return 0.0
+    if created.tzinfo is None:
+        created = created.replace(tzinfo=UTC)
+    return max(0.0, (now - created).total_seconds())

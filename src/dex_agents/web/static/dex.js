@@ -1,0 +1,309 @@
+// The inbox's only script (vendored, no build step). Every value from a model,
+// a tool or a person goes into the page through textContent, never as markup.
+"use strict";
+
+(function () {
+  const meta = (name) => {
+    const el = document.querySelector(`meta[name="${name}"]`);
+    return el ? el.getAttribute("content") : "";
+  };
+  const base = meta("dex-base");
+  const csrf = meta("dex-csrf");
+
+  function el(tag, attrs, ...children) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) {
+      if (key === "class") node.className = value;
+      else if (key.startsWith("data-")) node.setAttribute(key, value);
+      else node[key] = value;
+    }
+    for (const child of children) {
+      if (child === null || child === undefined) continue;
+      node.append(typeof child === "string" ? document.createTextNode(child) : child);
+    }
+    return node;
+  }
+
+  function sortKeys(value) {
+    if (Array.isArray(value)) return value.map(sortKeys);
+    if (value && typeof value === "object") {
+      const sorted = {};
+      for (const key of Object.keys(value).sort()) sorted[key] = sortKeys(value[key]);
+      return sorted;
+    }
+    return value;
+  }
+
+  // The same text as the server's rendering (Python's json.dumps, indent 2, keys sorted).
+  function pretty(value) {
+    return JSON.stringify(sortKeys(value), null, 2);
+  }
+
+  function age(createdAt) {
+    const seconds = Math.max(0, Math.floor((Date.now() - Date.parse(createdAt)) / 1000));
+    if (Number.isNaN(seconds)) return "";
+    if (seconds < 120) return `${seconds} s`;
+    if (seconds < 7200) return `${Math.floor(seconds / 60)} min`;
+    return `${Math.floor(seconds / 3600)} h`;
+  }
+
+  async function post(url, body) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "Content-Type": "application/json", "X-CSRF-Token": csrf },
+      body: JSON.stringify(body || {}),
+    });
+    const data = await response.json().catch(() => ({}));
+    if (!response.ok) {
+      const message = data.error ? data.error.message : `HTTP ${response.status}`;
+      throw new Error(message);
+    }
+    return data;
+  }
+
+  function approvalPath(sessionId, interruptId, decision) {
+    return `${base}/api/sessions/${encodeURIComponent(sessionId)}/approvals/` +
+      `${encodeURIComponent(interruptId)}/${decision}`;
+  }
+
+  // Approve/reject in place: the forms post without a script too.
+  function decideInPlace(container, sessionId, interruptId) {
+    for (const form of container.querySelectorAll("form.decision")) {
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const decision = form.getAttribute("data-decision");
+        const input = form.querySelector('input[name="message"]');
+        const body = decision === "reject" ? { message: input && input.value ? input.value : null } : {};
+        const cell = form.parentElement;
+        try {
+          const result = await post(approvalPath(sessionId, interruptId, decision), body);
+          const verb = result.approved ? "approved" : "rejected";
+          cell.replaceChildren(el("span", { class: `decided-by ${verb}` }, `${verb} by ${result.by}`));
+          container.classList.add("decided");
+        } catch (err) {
+          cell.append(el("p", { class: "error" }, err.message));
+        }
+      });
+    }
+  }
+
+  function decisionForms(sessionId, interruptId, nextPage) {
+    const action = (d) => `${base}/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(interruptId)}/${d}`;
+    const hidden = (name, value) => el("input", { type: "hidden", name, value });
+    return [
+      el("form", { method: "post", action: action("approve"), class: "decision", "data-decision": "approve" },
+        hidden("csrf_token", csrf), hidden("next", nextPage),
+        el("button", { type: "submit", class: "approve" }, "Approve")),
+      el("form", { method: "post", action: action("reject"), class: "decision", "data-decision": "reject" },
+        hidden("csrf_token", csrf), hidden("next", nextPage),
+        el("input", { type: "text", name: "message", placeholder: "why (the agent reads it)" }),
+        el("button", { type: "submit", class: "reject" }, "Reject")),
+    ];
+  }
+
+  // ---- the inbox: every pending approval, polled -------------------------------
+
+  function inbox() {
+    const table = document.getElementById("approvals");
+    const body = table.querySelector("tbody");
+    const mayApprove = table.getAttribute("data-may-approve") === "yes";
+    for (const row of body.querySelectorAll("tr.approval")) {
+      decideInPlace(row, row.getAttribute("data-session-id"), row.getAttribute("data-interrupt-id"));
+    }
+
+    function row(a) {
+      const link = el("a", { href: `${base}/sessions/${encodeURIComponent(a.session_id)}` }, a.session_id);
+      const effect = el("td", {}, el("span", { class: `effect effect-${a.effect}` }, a.effect));
+      if (a.at_least_once) effect.append(" ", el("span", { class: "warn" }, "at least once"));
+      const decide = el("td", { class: "decide" });
+      if (mayApprove) decide.append(...decisionForms(a.session_id, a.interrupt_id, "inbox"));
+      else decide.append(el("span", { class: "hint" }, "needs the approve role"));
+      const tr = el("tr", { class: "approval", "data-interrupt-id": a.interrupt_id, "data-session-id": a.session_id },
+        el("td", {}, link),
+        el("td", { class: "tool" }, a.tool_name),
+        effect,
+        el("td", {}, el("pre", { class: "input" }, pretty(a.arguments))),
+        el("td", { class: "reason" }, a.reason),
+        el("td", { class: "age", "data-created": a.created_at }, age(a.created_at)),
+        el("td", { class: "deadline" }, a.deadline || "none"),
+        decide);
+      decideInPlace(tr, a.session_id, a.interrupt_id);
+      return tr;
+    }
+
+    async function refresh() {
+      try {
+        const response = await fetch(`${base}/api/approvals?limit=500`, { credentials: "same-origin" });
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        const page = await response.json();
+        const wanted = new Set(page.approvals.map((a) => a.interrupt_id));
+        for (const existing of body.querySelectorAll("tr.approval")) {
+          const id = existing.getAttribute("data-interrupt-id");
+          if (!wanted.has(id) && !existing.classList.contains("decided")) existing.remove();
+        }
+        for (const a of page.approvals) {
+          const found = body.querySelector(`tr[data-interrupt-id="${CSS.escape(a.interrupt_id)}"]`);
+          if (!found) body.append(row(a));
+        }
+        for (const cell of body.querySelectorAll("td.age")) cell.textContent = age(cell.getAttribute("data-created"));
+        const waiting = body.querySelectorAll("tr.approval:not(.decided)").length;
+        document.getElementById("approval-count").textContent = String(waiting);
+        document.getElementById("no-approvals").hidden = waiting > 0;
+        document.getElementById("live-note").textContent = "This list updates by itself.";
+      } catch (err) {
+        document.getElementById("live-note").textContent = `Cannot refresh: ${err.message}`;
+      }
+    }
+    setInterval(refresh, 1000);
+  }
+
+  // ---- a session: the conversation, live --------------------------------------
+
+  function session() {
+    const conversation = document.getElementById("conversation");
+    const sessionId = conversation.getAttribute("data-session-id");
+    const after = conversation.getAttribute("data-after");
+    const mayApprove = conversation.getAttribute("data-may-approve") === "yes";
+    const status = document.getElementById("session-status");
+
+    function setStatus(value) {
+      status.textContent = value;
+      status.className = `status status-${value}`;
+    }
+
+    function turn(turnId) {
+      let article = conversation.querySelector(`article[data-turn-id="${CSS.escape(turnId)}"]`);
+      if (!article) {
+        article = el("article", { class: "turn live", "data-turn-id": turnId },
+          el("h2", {}, turnId, " ", el("span", { class: "status status-running" }, "running")),
+          el("ul", { class: "calls" }),
+          el("div", { class: "answer" }));
+        conversation.append(article);
+      }
+      return article;
+    }
+
+    function turnStatus(article, value) {
+      const badge = article.querySelector("h2 .status");
+      badge.textContent = value;
+      badge.className = `status status-${value}`;
+    }
+
+    function attemptText(article, e) {
+      const answer = article.querySelector(".answer");
+      const key = `${e.step_execution_id}#${e.attempt}`;
+      let span = answer.querySelector(`span[data-attempt-key="${CSS.escape(key)}"]`);
+      if (!span) {
+        span = el("span", { class: "attempt", "data-attempt-key": key, "data-step": e.step_execution_id, "data-attempt": String(e.attempt) });
+        answer.append(span);
+      }
+      return span;
+    }
+
+    function call(article, e) {
+      const id = e.data.tool_call_id;
+      let li = article.querySelector(`li[data-tool-call-id="${CSS.escape(id)}"]`);
+      if (!li) {
+        li = el("li", { class: "call", "data-tool-call-id": id, "data-step": e.step_execution_id, "data-attempt": String(e.attempt) },
+          el("span", { class: "tool" }, e.data.tool_name || ""), " ",
+          el("span", { class: "status status-running" }, "running"),
+          el("pre", { class: "input" }, pretty(e.data.arguments || {})));
+        article.querySelector(".calls").append(li);
+      }
+      return li;
+    }
+
+    function drop(marker) {
+      // A newer attempt of the step started: what lower attempts showed is void.
+      for (const node of conversation.querySelectorAll(`[data-step="${CSS.escape(marker.step_execution_id)}"]`)) {
+        if (Number(node.getAttribute("data-attempt")) < marker.attempt) node.remove();
+      }
+    }
+
+    function approval(article, e) {
+      const id = e.data.interrupt_id;
+      if (article.querySelector(`[data-interrupt-id="${CSS.escape(id)}"]`)) return;
+      const forms = el("div", { class: "decide" });
+      if (mayApprove) forms.append(...decisionForms(sessionId, id, "session"));
+      const card = el("div", { class: "approval-card", "data-interrupt-id": id },
+        el("p", {}, "Approve ", el("span", { class: "tool" }, e.data.tool_name || ""), " (",
+          el("span", { class: `effect effect-${e.data.effect}` }, e.data.effect || ""), ")?"),
+        el("pre", { class: "input" }, e.data.arguments_ref ? "(a long input: read it from the session's JSON)" : pretty(e.data.arguments || {})),
+        forms);
+      decideInPlace(card, sessionId, id);
+      article.querySelector(".calls").after(card);
+    }
+
+    function resolved(article, e) {
+      const card = article.querySelector(`.approval-card[data-interrupt-id="${CSS.escape(e.data.interrupt_id)}"]`);
+      if (!card) return;
+      const verb = e.data.approved ? "approved" : "rejected";
+      const who = e.data.resolved_by ? ` by ${e.data.resolved_by}` : "";
+      const note = e.data.rejection_message ? `: ${e.data.rejection_message}` : "";
+      card.querySelector(".decide").replaceChildren(el("span", { class: `decided-by ${verb}` }, `${verb}${who}${note}`));
+      card.classList.add("decided");
+    }
+
+    function handle(e) {
+      if (e.type === "attempt_superseded") return drop(e);
+      if (e.superseded) return; // a newer attempt of its step already streams
+      const article = e.turn_id ? turn(e.turn_id) : null;
+      switch (e.type) {
+        case "turn_started":
+          turnStatus(article, "running"); setStatus("running"); break;
+        case "text_delta":
+          attemptText(article, e).append(document.createTextNode(e.data.text || "")); break;
+        case "tool_call_started":
+          call(article, e); break;
+        case "tool_call_finished": {
+          const li = call(article, e);
+          const badge = li.querySelector(".status");
+          badge.textContent = e.data.status; badge.className = `status status-${e.data.status}`;
+          const text = e.data.output || e.data.rejection_message || e.data.error || "";
+          if (text) li.append(el("pre", { class: "output" }, text));
+          break;
+        }
+        case "interrupt_created":
+          approval(article, e); turnStatus(article, "waiting_for_approval"); setStatus("waiting_for_approval"); break;
+        case "interrupt_resolved":
+          resolved(article, e); turnStatus(article, "running"); setStatus("running"); break;
+        case "turn_completed":
+          turnStatus(article, "completed"); setStatus("idle"); break;
+        case "turn_failed":
+          turnStatus(article, "failed"); setStatus("idle");
+          article.append(el("p", { class: "error" }, e.data.error || "the turn failed")); break;
+        case "session_ended":
+          setStatus("ended"); break;
+        default:
+          break;
+      }
+    }
+
+    for (const card of conversation.querySelectorAll(".approval-card")) {
+      decideInPlace(card, sessionId, card.getAttribute("data-interrupt-id"));
+    }
+    const source = new EventSource(`${base}/api/sessions/${encodeURIComponent(sessionId)}/events?after=${encodeURIComponent(after)}`);
+    source.onmessage = (message) => handle(JSON.parse(message.data));
+
+    const form = document.getElementById("send-message");
+    if (form) {
+      form.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const text = form.querySelector("textarea").value;
+        try {
+          await post(`${base}/api/sessions/${encodeURIComponent(sessionId)}/messages`, { text });
+          form.querySelector("textarea").value = "";
+        } catch (err) {
+          form.append(el("p", { class: "error" }, err.message));
+        }
+      });
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", () => {
+    const page = document.body.getAttribute("data-page");
+    if (page === "inbox") inbox();
+    if (page === "session") session();
+  });
+})();

@@ -1,0 +1,514 @@
+"""Every endpoint of the API against the real app, server and worker, and its errors."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from temporalio.client import Client
+from web_rig import WebRig, bearer, ledger_config, role_tokens
+
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient
+from dex_agents.testing import ledger_flow
+from dex_agents.web import WebOptions, create_app, serving
+
+REFUND = 'call create_refund {"orderId": "7"}'
+
+
+def error_of(response: httpx.Response) -> tuple[int, str]:
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert body["error"]["message"]
+    return response.status_code, body["error"]["code"]
+
+
+async def test_start_list_snapshot_history(rig: WebRig) -> None:
+    sid = rig.session_id("api-start")
+    started = await rig.http.post(
+        "/api/sessions",
+        json={"session_id": sid, "message": "say hello"},
+        headers=bearer("chat"),
+    )
+    assert started.status_code == 201
+    assert started.json() == {"session_id": sid, "queued": True}
+    await rig.sessions.wait_for_idle(sid)
+
+    view = await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))
+    assert view.status_code == 200
+    snapshot = view.json()["snapshot"]
+    assert snapshot["status"] == "idle"
+    assert [t["final_text"] for t in snapshot["turns"]] == ["said: hello"]
+
+    sent = await rig.http.post(
+        f"/api/sessions/{sid}/messages",
+        json={"text": "say again"},
+        headers=bearer("chat"),
+    )
+    assert (sent.status_code, sent.json()) == (202, {"queued": True})
+    waited = await rig.http.post(
+        f"/api/sessions/{sid}/messages",
+        json={"text": "say third", "wait": True},
+        headers=bearer("chat"),
+    )
+    assert waited.status_code == 200
+    turns = waited.json()["snapshot"]["turns"]
+    assert [t["final_text"] for t in turns][-1] == "said: third"
+
+    history = await rig.http.get(
+        f"/api/sessions/{sid}/history?limit=2", headers=bearer("read")
+    )
+    page = history.json()
+    assert [t["turn_id"] for t in page["turns"]] == ["turn-3", "turn-2"]
+    assert page["next_before"] == 2
+    older = await rig.http.get(
+        f"/api/sessions/{sid}/history?limit=2&before=2", headers=bearer("read")
+    )
+    assert [t["turn_id"] for t in older.json()["turns"]] == ["turn-1"]
+    assert older.json()["next_before"] is None
+
+    listed = await rig.http.get("/api/sessions?status=idle", headers=bearer("read"))
+    summary = next(s for s in listed.json()["sessions"] if s["session_id"] == sid)
+    assert summary["flow_type"] == rig.flow.flow_type
+    assert summary["turn_count"] == 3
+    running = await rig.http.get("/api/sessions?status=running", headers=bearer("read"))
+    assert sid not in [s["session_id"] for s in running.json()["sessions"]]
+
+
+async def test_sessions_list_pages(rig: WebRig) -> None:
+    ids = [rig.session_id("api-page") for _ in range(3)]
+    for sid in ids:
+        await rig.sessions.start(sid, initial_message="say hi")
+        await rig.sessions.wait_for_idle(sid)
+    seen: list[str] = []
+    before: str | None = None
+    while True:
+        query = "limit=2" + (f"&before={before}" if before else "")
+        page = (
+            await rig.http.get(f"/api/sessions?{query}", headers=bearer("read"))
+        ).json()
+        seen += [s["session_id"] for s in page["sessions"]]
+        before = page["next_before"]
+        if before is None:
+            break
+    assert [s for s in seen if s in ids] == ids[::-1]  # newest first, each once
+
+
+async def test_images_by_reference_reach_the_session(rig: WebRig) -> None:
+    # The scripted runner has no media store: the session refuses images, as queued=False.
+    sid = rig.session_id("api-images")
+    await rig.sessions.start(sid, initial_message="say first")
+    await rig.sessions.wait_for_idle(sid)
+    image = {"media_type": "image/png", "key": "a.png", "sha256": "0" * 64, "size": 3}
+    sent = await rig.http.post(
+        f"/api/sessions/{sid}/messages",
+        json={"text": "look", "images": [image]},
+        headers=bearer("chat"),
+    )
+    assert (sent.status_code, sent.json()) == (202, {"queued": False})
+    bad = await rig.http.post(
+        f"/api/sessions/{sid}/messages",
+        json={"text": "look", "images": [{**image, "sha256": "nothex"}]},
+        headers=bearer("chat"),
+    )
+    assert error_of(bad) == (422, "invalid_request")
+
+
+async def test_approvals_list_approve_and_the_recorded_approver(rig: WebRig) -> None:
+    sid = rig.session_id("api-approve")
+    await rig.sessions.start(sid, initial_message=REFUND)
+    interrupt_id = await rig.pending(sid)
+    await rig.listed_approval(sid)
+
+    page = (await rig.http.get("/api/approvals", headers=bearer("read"))).json()
+    (approval,) = [a for a in page["approvals"] if a["session_id"] == sid]
+    assert approval["interrupt_id"] == interrupt_id
+    assert approval["tool_name"] == "create_refund"
+    assert approval["effect"] == "non_idempotent_write"
+    assert approval["arguments"] == {"orderId": "7"}
+    assert approval["reason"] == "create_refund is non_idempotent_write"
+    assert approval["deadline"] is None
+    assert approval["age_seconds"] >= 0
+
+    approved = await rig.http.post(
+        f"/api/sessions/{sid}/approvals/{interrupt_id}/approve",
+        headers=bearer("approve"),
+    )
+    assert approved.status_code == 200
+    assert approved.json() == {
+        "interrupt_id": interrupt_id,
+        "approved": True,
+        "by": "approver",
+        "resolved": True,
+        "recorded": False,
+    }
+    snapshot = await rig.sessions.wait_for_idle(sid)
+    assert snapshot.turns[-1].final_text == "done: create_refund=refunded order 7"
+    assert rig.ledger.count("create_refund") == 1
+
+    # Who approved: in the snapshot's decisions, in the event, and a repeat is refused.
+    view = (await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))).json()
+    (decision,) = view["decisions"]
+    assert (decision["by"], decision["approved"], decision["interrupt_id"]) == (
+        "approver",
+        True,
+        interrupt_id,
+    )
+    assert decision["tool_call_id"] == "call_turn-1_0"
+    async with rig.http.stream(
+        "GET", f"/api/sessions/{sid}/events?until=idle", headers=bearer("read")
+    ) as stream:
+        events = [
+            json.loads(line[6:])
+            async for line in stream.aiter_lines()
+            if line.startswith("data: ")
+        ]
+    # until=idle stops at the first idle point: the approval request; read on from it.
+    assert events[-1]["type"] == "interrupt_created"
+    async with rig.http.stream(
+        "GET",
+        f"/api/sessions/{sid}/events?until=idle&after={events[-1]['cursor']}",
+        headers=bearer("read"),
+    ) as stream:
+        rest = [
+            json.loads(line[6:])
+            async for line in stream.aiter_lines()
+            if line.startswith("data: ")
+        ]
+    (resolved,) = [e for e in rest if e["type"] == "interrupt_resolved"]
+    assert resolved["data"]["resolved_by"] == "approver"
+    assert rest[-1]["type"] == "turn_completed"
+
+    again = await rig.http.post(
+        f"/api/sessions/{sid}/approvals/{interrupt_id}/reject",
+        json={"message": "no"},
+        headers=bearer("approve"),
+    )
+    assert error_of(again) == (409, "already_resolved")
+    assert "'approver'" in again.json()["error"]["message"]
+
+
+async def test_reject_with_a_message_reaches_the_model(rig: WebRig) -> None:
+    sid = rig.session_id("api-reject")
+    await rig.sessions.start(sid, initial_message=REFUND)
+    interrupt_id = await rig.pending(sid)
+    rejected = await rig.http.post(
+        f"/api/sessions/{sid}/approvals/{interrupt_id}/reject",
+        json={"message": "order 7 was refunded last week"},
+        headers=bearer("admin"),
+    )
+    assert rejected.status_code == 200
+    assert rejected.json()["by"] == "root"
+    snapshot = await rig.sessions.wait_for_idle(sid)
+    assert snapshot.turns[-1].final_text == (
+        "done: create_refund=The user rejected this call: order 7 was refunded last week"
+    )
+    assert rig.ledger.count("create_refund") == 0
+    view = (await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))).json()
+    (decision,) = view["decisions"]
+    assert (decision["by"], decision["approved"], decision["rejection_message"]) == (
+        "root",
+        False,
+        "order 7 was refunded last week",
+    )
+
+
+async def test_end_and_what_an_ended_session_refuses(rig: WebRig) -> None:
+    sid = rig.session_id("api-end")
+    await rig.sessions.start(sid, initial_message=REFUND)
+    await rig.pending(sid)
+    busy = await rig.http.post(
+        f"/api/sessions/{sid}/end", json={}, headers=bearer("admin")
+    )
+    assert error_of(busy) == (409, "session_busy")
+    ended = await rig.http.post(
+        f"/api/sessions/{sid}/end",
+        json={"force": True, "reason": "closing the desk"},
+        headers=bearer("admin"),
+    )
+    assert (ended.status_code, ended.json()) == (200, {"ended": True})
+    again = await rig.http.post(
+        f"/api/sessions/{sid}/end", json={}, headers=bearer("admin")
+    )
+    assert (again.status_code, again.json()) == (200, {"ended": False})
+    sent = await rig.http.post(
+        f"/api/sessions/{sid}/messages", json={"text": "say hi"}, headers=bearer("chat")
+    )
+    assert error_of(sent) == (409, "session_ended")
+    view = (await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))).json()
+    assert view["snapshot"]["status"] == "ended"
+
+
+async def test_end_without_the_core_call_is_501(
+    rig: WebRig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An older core has no `SessionClient.end`: the API says what is missing.
+    monkeypatch.delattr(SessionClient, "end")
+    response = await rig.http.post(
+        f"/api/sessions/{rig.session_id()}/end", json={}, headers=bearer("admin")
+    )
+    assert error_of(response) == (501, "not_implemented")
+    assert "SessionClient.end" in response.json()["error"]["message"]
+
+
+async def test_error_codes(rig: WebRig) -> None:
+    missing = rig.session_id("api-missing")
+    cases: list[tuple[httpx.Response, tuple[int, str]]] = [
+        (await rig.http.get("/api/sessions"), (401, "unauthorized")),
+        (
+            await rig.http.get(
+                "/api/sessions", headers={"Authorization": "Bearer nope"}
+            ),
+            (401, "unauthorized"),
+        ),
+        (
+            await rig.http.get(
+                "/api/sessions", headers={"Authorization": "Basic eDp5"}
+            ),
+            (401, "unauthorized"),
+        ),
+        (
+            await rig.http.post("/api/sessions", json={}, headers=bearer("read")),
+            (403, "forbidden"),
+        ),
+        (
+            await rig.http.get("/api/nothing", headers=bearer("read")),
+            (404, "not_found"),
+        ),
+        (
+            await rig.http.get(f"/api/sessions/{missing}", headers=bearer("read")),
+            (404, "session_not_found"),
+        ),
+        (
+            await rig.http.get(
+                f"/api/sessions/{missing}/history", headers=bearer("read")
+            ),
+            (404, "session_not_found"),
+        ),
+        (
+            await rig.http.post(
+                f"/api/sessions/{missing}/messages",
+                json={"text": "say hi"},
+                headers=bearer("chat"),
+            ),
+            (404, "session_not_found"),
+        ),
+        (
+            await rig.http.post(
+                f"/api/sessions/{missing}/end", json={}, headers=bearer("admin")
+            ),
+            (404, "session_not_found"),
+        ),
+        (
+            await rig.http.get(
+                f"/api/sessions/{missing}/events", headers=bearer("read")
+            ),
+            (404, "session_not_found"),
+        ),
+        (
+            await rig.http.delete("/api/sessions", headers=bearer("admin")),
+            (405, "method_not_allowed"),
+        ),
+        (
+            await rig.http.get("/api/sessions?limit=0", headers=bearer("read")),
+            (422, "invalid_request"),
+        ),
+        (
+            await rig.http.post(
+                "/api/sessions", json={"session_id": "../x"}, headers=bearer("chat")
+            ),
+            (422, "invalid_request"),
+        ),
+        (
+            await rig.http.post(
+                "/api/sessions", json={"flow": "NoSuchFlow"}, headers=bearer("chat")
+            ),
+            (400, "invalid_request"),
+        ),
+        (
+            await rig.http.get(
+                "/api/sessions?before=no-such-session", headers=bearer("read")
+            ),
+            (400, "invalid_request"),
+        ),
+    ]
+    for response, expected in cases:
+        assert error_of(response) == expected, (response.request.url, response.text)
+    assert cases[0][0].headers["www-authenticate"] == "Bearer"
+
+    sid = rig.session_id("api-codes")
+    await rig.sessions.start(sid, initial_message=REFUND)
+    await rig.pending(sid)
+    unknown = await rig.http.post(
+        f"/api/sessions/{sid}/approvals/no-such-interrupt/approve",
+        headers=bearer("approve"),
+    )
+    assert error_of(unknown) == (404, "interrupt_not_found")
+    resume = await rig.http.get(
+        f"/api/sessions/{sid}/events",
+        headers={**bearer("read"), "Last-Event-ID": "abc"},
+    )
+    assert error_of(resume) == (400, "invalid_request")
+    too_long = await rig.http.post(
+        f"/api/sessions/{sid}/messages",
+        json={"text": "x" * (32 * 1024 * 1024 + 1)},
+        headers=bearer("chat"),
+    )
+    assert error_of(too_long) == (422, "invalid_request")
+
+
+async def test_a_turn_over_the_wait_limit_is_504(rig: WebRig) -> None:
+    sid = rig.session_id("api-wait")
+    await rig.sessions.start(sid, initial_message="say first")
+    await rig.sessions.wait_for_idle(sid)
+    response = await rig.http.post(
+        f"/api/sessions/{sid}/messages",
+        json={"text": "say slow ;; pause slow", "wait": True},
+        headers=bearer("chat"),
+    )
+    assert error_of(response) == (504, "timeout")
+    rig.open_gate("slow")
+    snapshot = await rig.sessions.wait_for_idle(sid)
+    assert snapshot.turns[-1].final_text == "said: slow"
+
+
+async def test_no_worker_is_503(client: Client, tmp_path: Path, flow_type: str) -> None:
+    # A flow nobody serves: the start is admitted but no worker takes it.
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    app = create_app(
+        client,
+        [flow],
+        store,
+        tokens=role_tokens(),
+        options=WebOptions(worker_timeout=1.0),
+    )
+    async with (
+        serving(app) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+    ):
+        sid = "api-no-worker-7f3a"
+        started = await http.post(
+            "/api/sessions",
+            json={"session_id": sid, "message": "say hi"},
+            headers=bearer("chat"),
+        )
+        assert error_of(started) == (503, "no_worker")
+        assert (
+            "read the session before sending it again"
+            in started.json()["error"]["message"]
+        )
+        view = await http.get(f"/api/sessions/{sid}", headers=bearer("read"))
+        assert error_of(view) == (503, "engine_unavailable")
+        assert "is a worker running" in view.json()["error"]["message"]
+        ended = await http.post(
+            f"/api/sessions/{sid}/end", json={"force": True}, headers=bearer("admin")
+        )
+        assert error_of(ended) == (503, "no_worker")
+    # Clean up the admitted session so no later worker of this flow type picks it up.
+    await client.get_workflow_handle(sid).terminate()
+    await store.close()
+
+
+async def test_openapi_schema_is_served_and_names_every_endpoint(rig: WebRig) -> None:
+    schema = (await rig.http.get("/api/openapi.json")).json()
+    assert schema["components"]["securitySchemes"]["bearer"] == {
+        "type": "http",
+        "scheme": "bearer",
+    }
+    operations = {(m.upper(), p) for p, ops in schema["paths"].items() for m in ops}
+    assert operations == {
+        ("GET", "/api/whoami"),
+        ("GET", "/api/sessions"),
+        ("POST", "/api/sessions"),
+        ("GET", "/api/sessions/{session_id}"),
+        ("POST", "/api/sessions/{session_id}/messages"),
+        ("GET", "/api/sessions/{session_id}/history"),
+        ("POST", "/api/sessions/{session_id}/end"),
+        ("GET", "/api/approvals"),
+        ("POST", "/api/sessions/{session_id}/approvals/{interrupt_id}/approve"),
+        ("POST", "/api/sessions/{session_id}/approvals/{interrupt_id}/reject"),
+        ("GET", "/api/sessions/{session_id}/events"),
+        ("GET", "/api/sessions/{session_id}/events/ag-ui"),
+    }
+    whoami = await rig.http.get("/api/whoami", headers=bearer("approve"))
+    assert whoami.json() == {"name": "approver", "roles": ["approve", "read"]}
+
+
+async def test_the_app_mounts_in_an_existing_fastapi_service(
+    client: Client,
+    tmp_path: Path,
+    flow_type: str,
+) -> None:
+    from fastapi import FastAPI
+
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    service = FastAPI()
+
+    @service.get("/health")
+    async def health() -> dict[str, str]:  # pyright: ignore[reportUnusedFunction]
+        return {"ok": "yes"}
+
+    service.mount("/agents", create_app(client, [], store, tokens=role_tokens()))
+    transport = httpx.ASGITransport(app=service)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+        assert (await http.get("/health")).json() == {"ok": "yes"}
+        listed = await http.get("/agents/api/sessions", headers=bearer("read"))
+        assert listed.status_code == 200
+        assert (await http.get("/agents/api/sessions")).status_code == 401
+        login = await http.get("/agents/inbox")
+        assert (login.status_code, login.headers["location"]) == (
+            303,
+            "/agents/login?next=/agents/inbox",
+        )
+        page = await http.get("/agents/login")
+        assert 'href="/agents/static/dex.css"' in page.text
+        assert (await http.get("/agents/static/dex.js")).status_code == 200
+    await store.close()
+
+
+async def test_cors_is_off_by_default_and_configurable(
+    client: Client,
+    tmp_path: Path,
+) -> None:
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    preflight = {
+        "Origin": "https://desk.example.com",
+        "Access-Control-Request-Method": "POST",
+        "Access-Control-Request-Headers": "authorization,content-type",
+    }
+    for origins, allowed in (((), False), (("https://desk.example.com",), True)):
+        app = create_app(client, [], store, tokens=role_tokens(), cors_origins=origins)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(
+            transport=transport, base_url="http://test"
+        ) as http:
+            response = await http.options("/api/sessions", headers=preflight)
+            got = response.headers.get("access-control-allow-origin")
+            assert (got == "https://desk.example.com") is allowed
+            listed = await http.get(
+                "/api/sessions",
+                headers={**bearer("read"), "Origin": preflight["Origin"]},
+            )
+            assert ("access-control-allow-origin" in listed.headers) is allowed
+    await store.close()
+
+
+async def test_an_app_without_tokens_is_refused(client: Client, tmp_path: Path) -> None:
+    from dex_agents import UserError
+    from dex_agents.web import TokenSet
+
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    with pytest.raises(UserError, match="no tokens"):
+        create_app(client, [], store, tokens=TokenSet())
+    await store.close()
+
+
+async def test_requests_need_no_worker_to_be_refused_quickly(rig: WebRig) -> None:
+    # A refused request answers at once, whatever the engine is doing.
+    async with asyncio.timeout(5):
+        response = await rig.http.post("/api/sessions", json={"message": "say hi"})
+    assert error_of(response) == (401, "unauthorized")

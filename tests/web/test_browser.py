@@ -1,0 +1,207 @@
+"""The approval inbox in a real browser: Debian's chromium, driven by Playwright.
+
+Skipped when no chromium is installed, unless `DEX_AGENTS_BROWSER_REQUIRED=1`
+(CI sets it and installs `chromium`), which makes a missing browser a failure.
+`DEX_AGENTS_SCREENSHOTS=docs/images` writes the inbox and session screenshots
+that the docs show; otherwise they go to the test's temporary directory.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+from playwright.async_api import Browser, Dialog, Page, async_playwright, expect
+from web_rig import ROLE_TOKENS, WebRig
+
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+XSS = "<script>alert(1)</script>"
+
+
+def chromium_path() -> str | None:
+    return os.environ.get("DEX_AGENTS_CHROMIUM") or shutil.which("chromium")
+
+
+@pytest.fixture(autouse=True)
+def _long_timeout(request: pytest.FixtureRequest) -> None:
+    request.node.add_marker(pytest.mark.timeout(300))
+
+
+@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
+async def browser() -> AsyncIterator[Browser]:
+    path = chromium_path()
+    if path is None:
+        if os.environ.get("DEX_AGENTS_BROWSER_REQUIRED"):
+            pytest.fail(
+                "DEX_AGENTS_BROWSER_REQUIRED is set but no chromium is installed"
+            )
+        pytest.skip(
+            "no chromium (apt-get install chromium); set DEX_AGENTS_BROWSER_REQUIRED=1 to fail instead"
+        )
+    async with async_playwright() as playwright:
+        launched = await playwright.chromium.launch(
+            executable_path=path, args=CHROMIUM_FLAGS
+        )
+        try:
+            yield launched
+        finally:
+            await launched.close()
+
+
+def screenshot_dir(tmp_path: Path) -> Path:
+    chosen = os.environ.get("DEX_AGENTS_SCREENSHOTS")
+    directory = Path(chosen) if chosen else tmp_path
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
+async def signed_in_page(browser: Browser, rig: WebRig, dialogs: list[str]) -> Page:
+    page = await browser.new_page(viewport={"width": 1280, "height": 760})
+
+    async def on_dialog(dialog: Dialog) -> None:
+        dialogs.append(dialog.message)
+        await dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    await page.goto(f"{rig.url}/inbox")
+    assert "/login" in page.url  # signed out: the inbox sends the browser to the form
+    await page.fill('input[name="token"]', ROLE_TOKENS["approve"])
+    await page.click('form.login button[type="submit"]')
+    await page.wait_for_url(f"{rig.url}/inbox")
+    await expect(page.locator(".who strong")).to_have_text("approver")
+    return page
+
+
+async def test_inbox_shows_approvals_live_and_approves_in_place(
+    browser: Browser, rig: WebRig, tmp_path: Path
+) -> None:
+    dialogs: list[str] = []
+    page = await signed_in_page(browser, rig, dialogs)
+    await expect(page.locator("#no-approvals")).to_be_visible()
+
+    # A session asks for approval while the inbox is open: it appears without a reload.
+    hostile = "browser-hostile-1a"
+    await rig.sessions.start(
+        hostile,
+        initial_message='call create_refund {"orderId": "7", "note": "' + XSS + '"}',
+    )
+    await rig.sessions.start(
+        "browser-second-1a", initial_message='call check_stock {"sku": "kettle-2"}'
+    )
+    row = page.locator(f'tr.approval[data-session-id="{hostile}"]')
+    await expect(row).to_be_visible(timeout=30_000)
+    await expect(
+        page.locator('tr.approval[data-session-id="browser-second-1a"]')
+    ).to_be_visible(timeout=30_000)
+    # The tool's input is shown as text, exactly, and nothing in it ran.
+    await expect(row.locator("pre.input")).to_contain_text(f'"note": "{XSS}"')
+    assert await page.locator("#approvals script").count() == 0
+    assert await row.locator("td.tool").text_content() == "create_refund"
+    await expect(page.locator("#approval-count")).to_have_text("2")
+    await page.screenshot(path=str(screenshot_dir(tmp_path) / "inbox.png"))
+
+    await row.locator("button.approve").click()
+    await expect(row.locator(".decided-by")).to_have_text("approved by approver")
+    snapshot = await rig.sessions.wait_for_idle(hostile)
+    assert snapshot.turns[-1].final_text == "done: create_refund=refunded order 7"
+    assert rig.ledger.count("create_refund") == 1
+    # The rest of the inbox: the other row is still there, the decided one stays in place.
+    await expect(page.locator("#approval-count")).to_have_text("1")
+    assert dialogs == []
+
+
+async def test_a_reject_with_a_message_from_the_inbox_reaches_the_model(
+    browser: Browser, rig: WebRig
+) -> None:
+    dialogs: list[str] = []
+    page = await signed_in_page(browser, rig, dialogs)
+    sid = "browser-reject-2b"
+    await rig.sessions.start(sid, initial_message='call create_refund {"orderId": "5"}')
+    row = page.locator(f'tr.approval[data-session-id="{sid}"]')
+    await expect(row).to_be_visible(timeout=30_000)
+    await row.locator('input[name="message"]').fill("order 5 is under review")
+    await row.locator("button.reject").click()
+    await expect(row.locator(".decided-by")).to_have_text("rejected by approver")
+    snapshot = await rig.sessions.wait_for_idle(sid)
+    assert snapshot.turns[-1].final_text == (
+        "done: create_refund=The user rejected this call: order 5 is under review"
+    )
+    assert rig.ledger.count("create_refund_started") == 0
+    assert dialogs == []
+
+
+async def test_session_page_approves_in_place_and_streams_the_answer(
+    browser: Browser, rig: WebRig, tmp_path: Path
+) -> None:
+    dialogs: list[str] = []
+    page = await signed_in_page(browser, rig, dialogs)
+    sid = "browser-session-3c"
+    await rig.sessions.start(sid, initial_message="say hello there")
+    await rig.sessions.wait_for_idle(sid)
+    # The next turn's answer waits at a gate after the approval, so the page is
+    # seen before it arrives, and then without a reload.
+    await rig.sessions.send_user_message(
+        sid, 'call create_refund {"orderId": "8"} ;; pause answer'
+    )
+    await rig.pending(sid)
+    await page.goto(f"{rig.url}/sessions/{sid}")
+    live = page.locator('article[data-turn-id="turn-2"]')
+    card = live.locator(".approval-card")
+    await expect(card).to_be_visible(timeout=30_000)
+    await expect(card.locator("pre.input")).to_contain_text('"orderId": "8"')
+    await expect(page.locator('article[data-turn-id="turn-1"] .answer')).to_have_text(
+        "said: hello there"
+    )
+
+    await card.locator("button.approve").click()
+    await expect(card.locator(".decided-by")).to_have_text("approved by approver")
+    await rig.reached("answer")
+    await expect(page.locator("#session-status")).to_have_text("running")
+    assert await live.locator(".answer").text_content() == ""
+    rig.open_gate("answer")
+    await expect(live.locator(".answer")).to_have_text(
+        "done: create_refund=refunded order 8", timeout=30_000
+    )
+    await expect(page.locator("#session-status")).to_have_text("idle")
+    await expect(live.locator("li.call .status")).to_have_text("finished")
+    await page.screenshot(
+        path=str(screenshot_dir(tmp_path) / "session.png"), full_page=True
+    )
+    assert dialogs == []
+
+
+async def test_a_form_post_from_another_site_is_refused(
+    browser: Browser, rig: WebRig
+) -> None:
+    # A page elsewhere posts the approve form with the signed-in browser's cookie.
+    dialogs: list[str] = []
+    page = await signed_in_page(browser, rig, dialogs)
+    sid = "browser-csrf-4d"
+    await rig.sessions.start(sid, initial_message='call create_refund {"orderId": "4"}')
+    interrupt_id = await rig.pending(sid)
+    action = f"{rig.url}/sessions/{sid}/approvals/{interrupt_id}/approve"
+    forged = (
+        f'<form id="f" method="post" action="{action}"><input name="next" value="inbox">'
+        '<input name="csrf_token" value="guessed"></form>'
+    )
+    # The signed-in browser, on a page of another origin (a data: URL is opaque):
+    # SameSite keeps the cookie home, and the origin and token checks would refuse it.
+    await page.goto("data:text/html," + forged)
+    async with page.expect_navigation():
+        await page.evaluate("document.getElementById('f').submit()")
+    refused = await page.locator("h1 code").text_content()
+    assert refused in ("unauthorized", "csrf_failed")
+    snapshot = await rig.sessions.snapshot(sid)
+    assert [i.interrupt_id for i in snapshot.pending_interrupts] == [interrupt_id]

@@ -1,0 +1,159 @@
+"""The web suite's rig: the ledger flow, its worker, the app on a real uvicorn server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import AgentSessionFlow, SessionClient
+from dex_agents.testing import Ledger, LedgerFlowConfig
+from dex_agents.web import Role, Token, TokenSet, hash_token
+
+ROLE_TOKENS: dict[Role, str] = {
+    "read": "tok-reader-secret",
+    "chat": "tok-chatter-secret",
+    "approve": "tok-approver-secret",
+    "admin": "tok-admin-secret",
+}
+TOKEN_NAMES: dict[Role, str] = {
+    "read": "reader",
+    "chat": "chatter",
+    "approve": "approver",
+    "admin": "root",
+}
+_TEST_SCRYPT_N = 16
+"""scrypt's cost in tests: the format is the production one, the work is not."""
+
+
+def role_tokens() -> TokenSet:
+    """One token per role, hashed as a token file keeps them."""
+    return TokenSet(
+        [
+            Token(
+                name=TOKEN_NAMES[role],
+                roles=frozenset({role}),
+                hash=hash_token(secret, n=_TEST_SCRYPT_N),
+            )
+            for role, secret in ROLE_TOKENS.items()
+        ]
+    )
+
+
+def bearer(role: Role | None) -> dict[str, str]:
+    """The headers of a request made with `role`'s token (none for None)."""
+    return {} if role is None else {"Authorization": f"Bearer {ROLE_TOKENS[role]}"}
+
+
+def ledger_config(tmp_path: Path, flow_type: str, **overrides: Any) -> LedgerFlowConfig:
+    gate_dir = tmp_path / "gates"
+    gate_dir.mkdir(exist_ok=True)
+    return LedgerFlowConfig(
+        flow_type=flow_type,
+        ledger_path=str(tmp_path / "ledger.jsonl"),
+        gate_dir=str(gate_dir),
+        **overrides,
+    )
+
+
+@dataclass
+class WebRig:
+    """A served app over a ledger flow with a running worker."""
+
+    url: str
+    http: httpx.AsyncClient
+    flow: AgentSessionFlow
+    sessions: SessionClient
+    store: SQLiteRuntimeStore
+    ledger: Ledger
+    gate_dir: Path
+
+    def session_id(self, prefix: str = "web") -> str:
+        return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+    def open_gate(self, name: str) -> None:
+        (self.gate_dir / name).write_text("")
+
+    async def reached(self, gate: str, timeout: float = 30.0) -> None:
+        async with asyncio.timeout(timeout):
+            while not (self.gate_dir / f"{gate}.reached").exists():
+                await asyncio.sleep(0.02)
+
+    async def pending(self, session_id: str) -> str:
+        """Start nothing; wait until the session waits for approval; its interrupt ID."""
+        snapshot = await self.sessions.wait_for_idle(session_id)
+        (interrupt,) = snapshot.pending_interrupts
+        return interrupt.interrupt_id
+
+    async def listed_approval(self, session_id: str, timeout: float = 30.0) -> None:
+        """Wait until the store's projection lists the session as waiting."""
+        async with asyncio.timeout(timeout):
+            while True:
+                page = await self.http.get("/api/approvals", headers=bearer("read"))
+                if any(a["session_id"] == session_id for a in page.json()["approvals"]):
+                    return
+                await asyncio.sleep(0.05)
+
+
+@dataclass
+class Sse:
+    """One server-sent event as a client parses it."""
+
+    data: str
+    id: str | None = None
+    event: str | None = None
+
+    def json(self) -> Any:
+        return json.loads(self.data)
+
+
+@dataclass
+class SseReader:
+    """Reads SSE frames off one streaming response."""
+
+    lines: AsyncIterator[str]
+    seen: list[Sse] = field(default_factory=lambda: [])
+
+    async def next(self, timeout: float = 30.0) -> Sse:
+        """The next event (comments and pings skipped)."""
+        data: list[str] = []
+        event_id: str | None = None
+        name: str | None = None
+        async with asyncio.timeout(timeout):
+            async for line in self.lines:
+                if not line:
+                    if data:
+                        sse = Sse(data="\n".join(data), id=event_id, event=name)
+                        self.seen.append(sse)
+                        return sse
+                    continue
+                if line.startswith(":"):
+                    continue
+                key, _, value = line.partition(":")
+                value = value.removeprefix(" ")
+                if key == "data":
+                    data.append(value)
+                elif key == "id":
+                    event_id = value
+                elif key == "event":
+                    name = value
+        raise EOFError("the stream ended")
+
+    async def until(
+        self, stop: Callable[[Sse], bool], timeout: float = 30.0
+    ) -> list[Sse]:
+        """Events up to and including the first one `stop` holds for."""
+        got: list[Sse] = []
+        async with asyncio.timeout(timeout):
+            while True:
+                sse = await self.next(timeout)
+                got.append(sse)
+                if stop(sse):
+                    return got
