@@ -26,12 +26,13 @@ from ._report import Report, Row
 from ._rig import Progress, Rig, open_rig
 from ._turns import concurrent_turns, one_segment_turn, tool_turns
 from ._waiting import waiting_sessions
+from ._web import web_figures
 
 TIME_LIMIT = 1200.0
 """The whole run must fit in 20 minutes on a 2-core machine (5,000 turns take about 6)."""
 WAITING_RESERVE = 75.0
 """Seconds kept back from figure 5's creation budget: resumes, shutdown, slack."""
-FIGURES = ("1", "2", "3", "4", "5", "6", "7")
+FIGURES = ("1", "2", "3", "4", "5", "6", "7", "8")
 
 Figure = Callable[[], Awaitable[tuple[list[Row], Any]]]
 
@@ -78,6 +79,8 @@ async def _run(*, quick: bool, only: set[str]) -> int:
             await _measure(rig, report, "4", lambda: history_per_turn(rig))
         if "6" in only:
             await _measure(rig, report, "6", lambda: delta_latency(rig))
+        if "8" in only:
+            await _measure(rig, report, "8", lambda: web_figures(rig))
         if "5" in only:
             budget = max(30.0, TIME_LIMIT - WAITING_RESERVE - progress.elapsed)
             progress.log(f"5 waiting sessions: creation budget {budget:.0f} s")
