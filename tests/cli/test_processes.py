@@ -154,7 +154,8 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     chat = _chat(engine, tmp_path, flow_type, f"c-1-{RUN}")
     chat.expect("history: 1 turn")
     chat.expect(
-        re.escape('⚙ create_refund {"orderId": "7"} → finished: refunded order 7')
+        re.escape('⚙ create_refund {"orderId": "7"} → finished, approved by ')
+        + r"\S+: refunded order 7"
     )
     chat.expect("turn in progress")
     chat.expect(re.escape('you › call create_refund {"orderId": "8"}'))
@@ -164,7 +165,7 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     chat.sendline("r")
     chat.expect("message for the agent")
     chat.sendline("not this one")
-    chat.expect(f"rejected create_refund \\({second}\\): not this one")
+    chat.expect(f"rejected create_refund \\({second}\\) by \\S+: not this one")
     chat.expect("agent › done: create_refund=The user rejected this call: not this one")
     chat.expect("you › ")
     chat.sendline("/quit")

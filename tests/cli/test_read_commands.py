@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import getpass
 import json
 import re
 import uuid
@@ -145,6 +146,37 @@ async def test_reject_sends_the_message_and_the_tool_never_runs(
     assert again.exit_code == 0, again.output
     assert "already rejected ('not today'); nothing changed" in again.stdout
     assert served.ledger.count("create_refund_started") == 0
+
+
+async def test_approve_as_records_who_approved_in_events_and_show(
+    served: Served,
+) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served, order="11")
+    result = await served.run("approve", sid, interrupt_id, "--as", "bob")
+    assert result.exit_code == 0, result.output
+    await served.sessions.wait_for_idle(sid)
+
+    listed = await served.run("events", sid, "--json")
+    records = [json.loads(line) for line in listed.stdout.splitlines()]
+    (resolved,) = [r for r in records if r["type"] == "interrupt_resolved"]
+    assert resolved["data"]["interrupt_id"] == interrupt_id
+    assert resolved["data"]["resolved_by"] == "bob"
+    printed = await served.run("events", sid)
+    assert f"{interrupt_id} approved by bob" in printed.stdout
+    shown = await served.run("show", sid)
+    assert "finished, approved by bob" in shown.stdout
+    data = json.loads((await served.run("show", sid, "--json")).stdout)
+    (call,) = data["turns"][-1]["tool_calls"]
+    assert call["resolved_by"] == "bob"
+
+
+async def test_reject_without_as_records_the_os_user(served: Served) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served, order="12")
+    result = await served.run("reject", sid, interrupt_id, "-m", "not this one")
+    assert result.exit_code == 0, result.output
+    snap = await served.sessions.wait_for_idle(sid)
+    (call,) = snap.turns[-1].tool_calls
+    assert (call.status, call.resolved_by) == ("rejected", getpass.getuser())
 
 
 async def test_events_print_the_log_and_json_lines(served: Served) -> None:

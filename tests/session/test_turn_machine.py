@@ -576,6 +576,7 @@ def test_an_approved_call_goes_to_execute() -> None:
                     "interrupt_id": "intr-1",
                     "approved": True,
                     "rejection_message": None,
+                    "resolved_by": None,
                 },
             ),
         ),
@@ -612,6 +613,7 @@ def test_a_rejected_call_is_recorded_and_the_rest_of_its_reply_is_skipped() -> N
                 "interrupt_id": "intr-1",
                 "approved": False,
                 "rejection_message": "not now",
+                "resolved_by": None,
             },
         ),
         AgentEvent(
@@ -665,6 +667,55 @@ def test_a_rejected_call_is_recorded_and_the_rest_of_its_reply_is_skipped() -> N
     ]
 
 
+def test_who_resolved_a_call_is_on_the_interrupt_the_record_and_the_event() -> None:
+    approving = apply_resolution(
+        waiting(REFUND),
+        interrupt_id="intr-1",
+        approved=True,
+        rejection_message=None,
+        update_id="resolve-alice",
+        resolved_by="alice",
+    )
+    assert approving.answer
+    assert approving.state.interrupts["intr-1"].resolved_by == "alice"
+    settled = settle_approval(approving.state)
+    assert settled.events[0].type == "interrupt_resolved"
+    assert settled.events[0].data["resolved_by"] == "alice"
+    (record,) = turn(
+        record_outcome(
+            advance(settled.state, OPTIONS, now=NOW).state, output="refunded"
+        ).state
+    ).records
+    assert (record.status, record.resolved_by) == ("finished", "alice")
+    # A repeat by someone else changes nothing: the first answer's maker stays.
+    repeat = apply_resolution(
+        approving.state,
+        interrupt_id="intr-1",
+        approved=False,
+        rejection_message="no",
+        update_id="resolve-bob",
+        resolved_by="bob",
+    )
+    assert not repeat.answer
+    assert repeat.state.interrupts["intr-1"].resolved_by == "alice"
+
+    rejecting = apply_resolution(
+        waiting(REFUND),
+        interrupt_id="intr-1",
+        approved=False,
+        rejection_message="not this order",
+        update_id="resolve-bob",
+        resolved_by="bob",
+    )
+    rejected = settle_approval(rejecting.state)
+    assert rejected.events[0].data["resolved_by"] == "bob"
+    (record,) = turn(rejected.state).records
+    assert (record.status, record.resolved_by) == ("rejected", "bob")
+    assert record.rejection_message == "not this order"
+    # Carried through continue-as-new with the state.
+    assert carried(rejecting.state).interrupts["intr-1"].resolved_by == "bob"
+
+
 def test_a_deadline_that_passes_rejects_the_call() -> None:
     state = waiting(REFUND)
     past = advance(state, OPTIONS, now=NOW + timedelta(minutes=6))
@@ -694,6 +745,7 @@ def test_a_deadline_that_passes_rejects_the_call() -> None:
         "interrupt_id": "intr-1",
         "approved": False,
         "rejection_message": message,
+        "resolved_by": None,
     }
 
 

@@ -149,15 +149,16 @@ async def test_approvals_list_approve_and_the_recorded_approver(rig: WebRig) -> 
     assert snapshot.turns[-1].final_text == "done: create_refund=refunded order 7"
     assert rig.ledger.count("create_refund") == 1
 
-    # Who approved: in the snapshot's decisions, in the event, and a repeat is refused.
+    # Who approved: on the call's record in the snapshot (recorded by the session
+    # with the resolution), in the event, and a repeat is refused naming them.
     view = (await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))).json()
-    (decision,) = view["decisions"]
-    assert (decision["by"], decision["approved"], decision["interrupt_id"]) == (
+    (call,) = view["snapshot"]["turns"][-1]["tool_calls"]
+    assert (call["tool_call_id"], call["status"], call["resolved_by"]) == (
+        "call_turn-1_0",
+        "finished",
         "approver",
-        True,
-        interrupt_id,
     )
-    assert decision["tool_call_id"] == "call_turn-1_0"
+    assert snapshot.turns[-1].tool_calls[0].resolved_by == "approver"
     async with rig.http.stream(
         "GET", f"/api/sessions/{sid}/events?until=idle", headers=bearer("read")
     ) as stream:
@@ -208,10 +209,10 @@ async def test_reject_with_a_message_reaches_the_model(rig: WebRig) -> None:
     )
     assert rig.ledger.count("create_refund") == 0
     view = (await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))).json()
-    (decision,) = view["decisions"]
-    assert (decision["by"], decision["approved"], decision["rejection_message"]) == (
+    (call,) = view["snapshot"]["turns"][-1]["tool_calls"]
+    assert (call["resolved_by"], call["status"], call["rejection_message"]) == (
         "root",
-        False,
+        "rejected",
         "order 7 was refunded last week",
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import os
 import signal
 import socket
@@ -759,6 +760,25 @@ _TIMEOUT_OPTION = click.option(
     help="Seconds to wait for the session's worker to take the answer; then it is "
     "recorded, and applies when a worker starts (exit code 3).",
 )
+_AS_OPTION = click.option(
+    "--as",
+    "resolved_by",
+    metavar="NAME",
+    help="Who decides, recorded with the answer (`show`, `events`, the web inbox). "
+    "[default: your OS user name]",
+)
+
+
+def _decider(name: str | None) -> str | None:
+    """Who an answer is recorded as: `--as`, else the OS user, else nobody."""
+    if name is not None:
+        return name
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no user name in this environment
+        return None
+
+
 _RESOLVE_EXIT = """
 \b
 Exit codes: 0 done (or already answered the same way), 1 an error (the
@@ -777,8 +797,15 @@ when one starts, 4 already answered the other way (nothing changed).
 @click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
 @click.argument("interrupt_id", shell_complete=complete_interrupt)
 @_TIMEOUT_OPTION
+@_AS_OPTION
 @target_options
-def approve(session_id: str, interrupt_id: str, timeout: float, target: Target) -> None:
+def approve(
+    session_id: str,
+    interrupt_id: str,
+    timeout: float,
+    resolved_by: str | None,
+    target: Target,
+) -> None:
     """Approve a pending tool call; the tool then runs in the session's worker.
 
     With no worker running, the approval is recorded in the session's history
@@ -793,6 +820,7 @@ def approve(session_id: str, interrupt_id: str, timeout: float, target: Target) 
                 approved=True,
                 message=None,
                 timeout=timeout,
+                resolved_by=_decider(resolved_by),
             )
         )
     )
@@ -810,12 +838,14 @@ def approve(session_id: str, interrupt_id: str, timeout: float, target: Target) 
     "--message", "-m", help="Why: the agent reads it in place of the tool's result."
 )
 @_TIMEOUT_OPTION
+@_AS_OPTION
 @target_options
 def reject(
     session_id: str,
     interrupt_id: str,
     message: str | None,
     timeout: float,
+    resolved_by: str | None,
     target: Target,
 ) -> None:
     """Reject a pending tool call; it never runs, and the agent is told why.
@@ -832,6 +862,7 @@ def reject(
                 approved=False,
                 message=message,
                 timeout=timeout,
+                resolved_by=_decider(resolved_by),
             )
         )
     )

@@ -116,8 +116,9 @@ async def resolve(
     approved: bool,
     message: str | None,
     timeout: float,
+    resolved_by: str | None = None,
 ) -> int:
-    """Answer one approval; the exit code (0 done, 3 recorded for later).
+    """Answer one approval as `resolved_by`; the exit code (0 done, 3 recorded for later).
 
     Raises:
         CommandError: no such session or interrupt, or it has ended.
@@ -149,6 +150,7 @@ async def resolve(
                     approved=approved,
                     rejection_message=message,
                     timeout=timeout if seen else min(timeout, _UNSEEN_WAIT),
+                    resolved_by=resolved_by,
                 )
         except NoWorkerError as err:
             log = await logged(store, session_id, interrupt_id) if store else None

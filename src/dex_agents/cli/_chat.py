@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import getpass
 import os
 import select
 import sys
@@ -265,6 +266,7 @@ class Chat:
                     interrupt_id=interrupt.interrupt_id,
                     approved=approved,
                     rejection_message=message,
+                    resolved_by=_os_user(),
                 )
             except RPCError as err:
                 if not unreachable(err):
@@ -490,12 +492,14 @@ class Chat:
                 interrupt_id = str(data.get("interrupt_id"))
                 self._pending.discard(interrupt_id)
                 tool = self._interrupts.get(interrupt_id, {}).get("tool_name", "")
+                who = data.get("resolved_by")
+                by = f" by {who}" if who else ""
                 if data.get("approved"):
-                    self._note(f"✓ approved {tool} ({interrupt_id})", "green")
+                    self._note(f"✓ approved {tool} ({interrupt_id}){by}", "green")
                 else:
                     reason = data.get("rejection_message")
                     self._note(
-                        f"✗ rejected {tool} ({interrupt_id})"
+                        f"✗ rejected {tool} ({interrupt_id}){by}"
                         + (f": {reason}" if reason else ""),
                         "red",
                     )
@@ -617,6 +621,14 @@ def _ask(
         out.print(
             Text("type a to approve, r to reject, or /quit to leave it waiting", "dim")
         )
+
+
+def _os_user() -> str | None:
+    """Who a chat answer is recorded as: the OS user, else nobody."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError, ImportError):  # no user name in this environment
+        return None
 
 
 def _read_line(out: Console, prompt: Text, stop: Callable[[], bool]) -> str | None:

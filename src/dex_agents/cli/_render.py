@@ -275,7 +275,13 @@ def approvals_table(waiting: Iterable[Pending]) -> Table:
 def approval_json(row: Pending) -> JsonObject:
     """One row of `approvals --json`: the interrupt with its session, as stored."""
     data = _INTERRUPT.dump_python(row.interrupt, mode="json")
-    for answered in ("resolved", "approved", "rejection_message", "arguments_ref"):
+    for answered in (
+        "resolved",
+        "approved",
+        "rejection_message",
+        "resolved_by",
+        "arguments_ref",
+    ):
         data.pop(answered, None)
     return {"session_id": row.session_id, "flow_type": row.flow_type, **data}
 
@@ -389,6 +395,9 @@ def print_tool_record(
     if running:
         style, status = "cyan", "running"
     detail = "" if running else record.output or record.rejection_message or ""
+    if record.resolved_by and not running:
+        way = "" if record.status == "rejected" else ", approved"
+        status = f"{status}{way} by {record.resolved_by}"
     line = Text.assemble(
         ("⚙ ", "magenta"),
         (record.tool_name, "bold"),
@@ -485,6 +494,8 @@ def event_line(event: EventRecord) -> Text:
         case "interrupt_resolved":
             verdict = "approved" if data.get("approved") else "rejected"
             line.append(f"{data.get('interrupt_id')} {verdict}")
+            if data.get("resolved_by"):
+                line.append(f" by {data.get('resolved_by')}")
             if data.get("rejection_message"):
                 line.append(f": {data.get('rejection_message')}")
         case "turn_failed":

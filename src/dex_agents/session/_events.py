@@ -232,6 +232,8 @@ class InterruptResolvedEvent:
     interrupt_id: str
     approved: bool
     rejection_message: str | None = None
+    resolved_by: str | None = None
+    """Who decided, when the resolution named them; None for a deadline or an end."""
     timestamp: str = ""
 
 

@@ -78,6 +78,9 @@ class ToolRecord:
     the whole output is this runtime store blob. Runners only see whole records."""
     arguments_ref: BlobReference | None = None
     """The call's `arguments_ref`: its arguments are then this blob (see `ToolCall`)."""
+    resolved_by: str | None = None
+    """Who approved or rejected the call (its interrupt's `resolved_by`): kept on the
+    record because the interrupt leaves the state with its turn."""
 
     @property
     def model_text(self) -> str:

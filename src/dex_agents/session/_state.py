@@ -54,6 +54,10 @@ class Interrupt:
     resolved: bool = False
     approved: bool | None = None
     rejection_message: str | None = None
+    resolved_by: str | None = None
+    """Who approved or rejected it, when the resolution named them (a web token's
+    name, `dex-agents approve --as`); None for a deadline, an ended session, or an
+    answer that named nobody."""
     arguments_ref: BlobReference | None = None
     """Set when the call's arguments are long: `arguments` is then empty and the
     whole arguments are this runtime store blob (the client's snapshot reads it)."""

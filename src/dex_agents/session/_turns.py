@@ -484,6 +484,7 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
         interrupt_id=interrupt.interrupt_id,
         approved=bool(interrupt.approved),
         rejection_message=interrupt.rejection_message,
+        resolved_by=interrupt.resolved_by,
     )
     events = [agent_event(resolved)]
     if interrupt.approved:
@@ -630,9 +631,13 @@ def apply_resolution(
     approved: bool,
     rejection_message: str | None,
     update_id: str | None,
+    resolved_by: str | None = None,
 ) -> UpdateOutcome:
     """Approve or reject a waiting call; a repeat answers False and changes nothing.
 
+    `resolved_by` names who decided; it travels with the resolution itself
+    (not written beside it afterwards), so the interrupt, the call's record and
+    the `interrupt_resolved` event all name them, and a crash cannot lose it.
     A client retry of the Update that resolved it (the same Update ID, maybe
     across continue-as-new) is the same request: it answers True.
     """
@@ -646,6 +651,7 @@ def apply_resolution(
         resolved=True,
         approved=approved,
         rejection_message=rejection_message,
+        resolved_by=resolved_by,
     )
     resolved = replace(
         state,
@@ -810,8 +816,16 @@ def _record_of(call: ToolCall, status: ToolRecordStatus) -> ToolRecord:
 
 
 def _record(state: SessionState, record: ToolRecord) -> SessionState:
-    """The current call is done with `record`: the turn goes on to its next call."""
+    """The current call is done with `record`: the turn goes on to its next call.
+
+    A call that waited for approval keeps who decided on its record, since
+    the interrupt leaves the state with its turn.
+    """
     active = _active(state)
+    if active.interrupt_id is not None and record.resolved_by is None:
+        interrupt = state.interrupts.get(active.interrupt_id)
+        if interrupt is not None and interrupt.resolved_by is not None:
+            record = replace(record, resolved_by=interrupt.resolved_by)
     done = replace(
         active,
         records=[*active.records, record],

@@ -320,9 +320,13 @@ async def resolve_interrupt(
     approved: bool,
     rejection_message: str | None = None,
     timeout: timedelta | float | None = None,
+    resolved_by: str | None = None,
 ) -> bool:
     """Approve or reject a pending tool call.
 
+    `resolved_by` names who decided: the session records it with the
+    resolution (the interrupt, the call's record, the `interrupt_resolved`
+    event), on the Update and on the recorded Signal alike.
     Returns False when the interrupt was already resolved (nothing changes).
     With `timeout` (seconds or a `timedelta`), a resolution that no worker
     takes in time is recorded in the session's history instead (the
@@ -346,6 +350,7 @@ async def resolve_interrupt(
         interrupt_id=interrupt_id,
         approved=approved,
         rejection_message=rejection_message,
+        resolved_by=resolved_by,
     )
     update_id = str(uuid.uuid4())  # one Update on the server, however often asked
     with _update_errors(session_id, interrupt_id):
@@ -722,6 +727,7 @@ class SessionClient:
         approved: bool,
         rejection_message: str | None = None,
         timeout: timedelta | float | None = None,
+        resolved_by: str | None = None,
     ) -> bool:
         """See `resolve_interrupt`."""
         return await resolve_interrupt(
@@ -732,6 +738,7 @@ class SessionClient:
             approved=approved,
             rejection_message=rejection_message,
             timeout=timeout,
+            resolved_by=resolved_by,
         )
 
     async def end(

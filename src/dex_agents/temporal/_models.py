@@ -69,6 +69,9 @@ class ResolveInterruptInput:
     interrupt_id: str
     approved: bool
     rejection_message: str | None = None
+    resolved_by: str | None = None
+    """Who decided (a web token's name, `dex-agents approve --as`), recorded on the
+    interrupt, the call's record and the `interrupt_resolved` event."""
 
 
 @dataclass(frozen=True, kw_only=True)

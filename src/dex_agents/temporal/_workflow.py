@@ -190,6 +190,7 @@ class AgentSessionWorkflow:
                 approved=input.approved,
                 rejection_message=input.rejection_message,
                 update_id=_update_id(),
+                resolved_by=input.resolved_by,
             )
         )
 
@@ -226,6 +227,7 @@ class AgentSessionWorkflow:
                 approved=input.approved,
                 rejection_message=input.rejection_message,
                 update_id=None,
+                resolved_by=input.resolved_by,
             )
         )
 

@@ -16,7 +16,6 @@ except ImportError as e:  # pragma: no cover - the guard only fires without the 
     ) from e
 
 from ._app import create_app
-from ._decisions import Decision
 from ._server import RunningServer, serving
 from ._service import WebOptions
 from ._tokens import (
@@ -32,7 +31,6 @@ from ._tokens import (
 )
 
 __all__ = [
-    "Decision",
     "Principal",
     "ROLES",
     "Role",

@@ -172,7 +172,6 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
             await sessions.snapshot(session_id, turns=0)  # 404 for no such session
         return session_stream(
             feeds,
-            service.decisions,
             session_id,
             after=cursor,
             until_idle=until == "idle",

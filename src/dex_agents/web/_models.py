@@ -9,7 +9,6 @@ from pydantic import Field
 
 from ..session import ImageReference, JsonObject, SessionStatus, ToolEffect
 from ..temporal import AgentSnapshot, TurnSummary
-from ._decisions import Decision
 from ._errors import ErrorCode
 
 SessionId = Annotated[
@@ -117,12 +116,13 @@ class Queued:
 
 @dataclass(kw_only=True)
 class SessionView:
-    """A session's snapshot, and who made the decisions this app recorded for it."""
+    """A session's snapshot.
+
+    Who approved or rejected each call is in it: the `resolved_by` of the
+    turns' tool call records (and of pending interrupts once answered).
+    """
 
     snapshot: AgentSnapshot
-    decisions: list[Decision]
-    """Approvals and rejections made through the web app, for the snapshot's
-    turns: who, when, and what."""
 
 
 @dataclass(kw_only=True)

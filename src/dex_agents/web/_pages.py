@@ -288,7 +288,6 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         )
         with translated(session_id):
             after = await cursor_before_turn(service.store, session_id, first_live)
-        decided = {(d.turn_id, d.tool_call_id): d for d in view.decisions}
         return _render(
             env,
             request,
@@ -298,7 +297,6 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
                 "finished": finished,
                 "live": live,
                 "after": after,
-                "decided": decided,
                 "caller_name": caller.principal.name,
                 "may_chat": caller.principal.may("chat"),
                 "may_approve": caller.principal.may("approve"),

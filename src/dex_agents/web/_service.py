@@ -18,7 +18,7 @@ from typing import TypeVar, cast
 from pydantic import TypeAdapter
 from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 
-from ..session import SessionStatus, event_time
+from ..session import SessionStatus
 from ..stores import RuntimeStore
 from ..temporal import (
     AgentSessionFlow,
@@ -27,7 +27,7 @@ from ..temporal import (
     TurnSummary,
     with_recent_turns,
 )
-from ._decisions import Decision, Decisions
+from ._cursors import cursor_before_turn
 from ._errors import ApiError, translated
 from ._models import (
     Approval,
@@ -71,7 +71,7 @@ class WebOptions:
 
 
 class Service:
-    """The app's operations on sessions, approvals and decisions."""
+    """The app's operations on sessions and approvals."""
 
     def __init__(
         self,
@@ -86,7 +86,6 @@ class Service:
         self.flows = {f.flow_type: f for f in flows}
         self.store = store
         self.options = options
-        self.decisions = Decisions(store)
 
     async def client(self) -> Client:
         """The Temporal client, connected on first use in this event loop."""
@@ -183,7 +182,7 @@ class Service:
                         f"{self.options.wait_timeout:g} s; it goes on: follow its "
                         "events, or read its snapshot later",
                     ) from None
-                return await self._view(session_id, snapshot)
+                return SessionView(snapshot=snapshot)
             queued = await self._in_time(
                 sessions.send_user_message(session_id, body.text, images),
                 f"the message to session {session_id!r}",
@@ -213,22 +212,11 @@ class Service:
             ) from None
 
     async def view(self, session_id: str, turns: int) -> SessionView:
-        """The snapshot with its `turns` most recent turns, and the app's decisions."""
+        """The snapshot with its `turns` most recent turns (who decided is in it)."""
         sessions = await self.sessions()
         with translated(session_id):
             snapshot = await sessions.snapshot(session_id, turns=turns)
-        return await self._view(session_id, snapshot)
-
-    async def _view(self, session_id: str, snapshot: AgentSnapshot) -> SessionView:
-        decisions: list[Decision] = []
-        for turn in snapshot.turns:
-            for call in turn.tool_calls:
-                found = await self.decisions.of_call(
-                    session_id, turn.turn_id, call.tool_call_id
-                )
-                if found is not None:
-                    decisions.append(found)
-        return SessionView(snapshot=snapshot, decisions=decisions)
+        return SessionView(snapshot=snapshot)
 
     async def history(
         self, session_id: str, before: int | None, limit: int
@@ -314,23 +302,15 @@ class Service:
         approved: bool,
         rejection: Rejection | None = None,
     ) -> Resolution:
-        """Approve or reject a pending call, and record who did."""
+        """Approve or reject a pending call as the token's name.
+
+        The name travels with the resolution (`resolved_by`): the session
+        records it on the interrupt, the call's record and the
+        `interrupt_resolved` event, on the Update and on the recorded Signal
+        alike, so nothing is written beside it and a crash cannot lose it.
+        """
         message = rejection.message if rejection is not None else None
         sessions = await self.sessions()
-        with translated(session_id):
-            snapshot = await sessions.snapshot(session_id, turns=0)
-        pending = {i.interrupt_id: i for i in snapshot.pending_interrupts}
-        interrupt = pending.get(interrupt_id)
-        decision = Decision(
-            interrupt_id=interrupt_id,
-            turn_id=interrupt.turn_id if interrupt else "",
-            tool_call_id=interrupt.tool_call_id if interrupt else "",
-            approved=approved,
-            by=principal.name,
-            at=event_time(datetime.now(UTC)),
-            rejection_message=None if approved else message,
-        )
-        self.decisions.begin(session_id, decision)
         recorded = False
         try:
             with translated(session_id):
@@ -340,30 +320,21 @@ class Service:
                     approved=approved,
                     rejection_message=message,
                     timeout=self.options.worker_timeout,
+                    resolved_by=principal.name,
                 )
         except ApiError as err:
             if err.code != "no_worker":
-                self.decisions.abandon(session_id, interrupt_id)
                 raise
             # Recorded in the session's history: it applies when a worker runs.
             changed, recorded = False, True
         if not changed and not recorded:
-            self.decisions.abandon(session_id, interrupt_id)
-            earlier = await self.decisions.of_interrupt(session_id, interrupt_id)
-            who = (
-                f" ({'approved' if earlier.approved else 'rejected'} by "
-                f"{earlier.by!r} at {earlier.at})"
-                if earlier
-                else ""
-            )
+            who = await self._earlier_answer(session_id, interrupt_id)
             raise ApiError(
                 409,
                 "already_resolved",
                 f"interrupt {interrupt_id!r} of session {session_id!r} was answered "
                 f"already{who}; nothing changed. Read the session for its outcome",
             )
-        if decision.tool_call_id:
-            await self.decisions.record(session_id, decision)
         return Resolution(
             interrupt_id=interrupt_id,
             approved=approved,
@@ -371,6 +342,34 @@ class Service:
             resolved=not recorded,
             recorded=recorded,
         )
+
+    async def _earlier_answer(self, session_id: str, interrupt_id: str) -> str:
+        """How `interrupt_id` was answered, from its event (` (approved by 'x')`), or "".
+
+        Reads the events of the session's last few turns only: an interrupt
+        lives in the turn that asked, so its answer is recent.
+        """
+        with translated(session_id):
+            turns = await self.store.count_turns(session_id)
+            after = await cursor_before_turn(
+                self.store, session_id, max(1, turns - _ANSWER_TURNS)
+            )
+            while batch := await self.store.read_events(session_id, after=after):
+                for event in batch:
+                    after = event.cursor
+                    data = event.data
+                    if (
+                        event.type == "interrupt_resolved"
+                        and data.get("interrupt_id") == interrupt_id
+                    ):
+                        way = "approved" if data.get("approved") else "rejected"
+                        by = data.get("resolved_by")
+                        return f" ({way} by {by!r})" if by else f" ({way})"
+        return ""
+
+
+_ANSWER_TURNS = 5
+"""Turns back from the newest whose events `_earlier_answer` reads."""
 
 
 def _summary(snapshot: AgentSnapshot) -> SessionSummary:

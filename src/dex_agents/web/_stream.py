@@ -24,7 +24,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ..session import EventRecord, JsonObject
-from ._decisions import Decisions
 from ._feed import Feeds
 
 IDLE_TYPES = frozenset(
@@ -58,7 +57,8 @@ class Delivered:
     event: EventRecord
     superseded: bool
     resolved_by: str | None = None
-    """`interrupt_resolved` only: the token name of who decided, when this app recorded it."""
+    """`interrupt_resolved` only: who decided, as the session recorded it with the
+    resolution (None for a deadline, an end, or an answer that named nobody)."""
 
     def json(self) -> JsonObject:
         """The event as the stream sends it (the record's fields, flattened)."""
@@ -104,7 +104,6 @@ class Attempts:
 
 async def session_stream(
     feeds: Feeds,
-    decisions: Decisions,
     session_id: str,
     *,
     after: int,
@@ -122,24 +121,16 @@ async def session_stream(
             yield marker
         resolved_by = None
         if event.type == "interrupt_resolved":
-            resolved_by = await _decider(decisions, session_id, event)
+            resolved_by = _decider(event)
         yield Delivered(event=event, superseded=superseded, resolved_by=resolved_by)
         if until_idle and event.type in IDLE_TYPES:
             return
 
 
-async def _decider(
-    decisions: Decisions, session_id: str, event: EventRecord
-) -> str | None:
-    """Who made the decision `event` reports, if this app made it (and it is that one)."""
-    interrupt_id = event.data.get("interrupt_id")
-    if not isinstance(interrupt_id, str):
-        return None
-    decision = await decisions.of_interrupt(session_id, interrupt_id)
-    if decision is None or decision.approved != event.data.get("approved"):
-        return None
-    if not decision.approved and decision.rejection_message != event.data.get(
-        "rejection_message"
-    ):
-        return None  # another rejection won (a deadline, the CLI): not this maker's
-    return decision.by
+def _decider(event: EventRecord) -> str | None:
+    """Who made the decision `event` reports: the session records it in the event.
+
+    An event published before the session recorded approvers has none.
+    """
+    by = event.data.get("resolved_by")
+    return by if isinstance(by, str) else None
