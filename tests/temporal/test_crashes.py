@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,10 +68,8 @@ async def rig(tmp_path: Path, flow_type: str) -> AsyncIterator[CrashRig]:
         await store.close()
 
 
-@pytest.fixture(autouse=True)
-def _long_timeout(request: pytest.FixtureRequest) -> Iterator[None]:
-    request.node.add_marker(pytest.mark.timeout(180))
-    yield
+# A module mark: pytest-timeout reads the limit before fixtures run.
+pytestmark = pytest.mark.timeout(180)
 
 
 async def test_write_waits_through_worker_kill_and_server_restart_then_runs_once(

@@ -34,9 +34,8 @@ def chromium_path() -> str | None:
     return os.environ.get("DEX_AGENTS_CHROMIUM") or shutil.which("chromium")
 
 
-@pytest.fixture(autouse=True)
-def _long_timeout(request: pytest.FixtureRequest) -> None:
-    request.node.add_marker(pytest.mark.timeout(300))
+# A module mark: pytest-timeout reads the limit before fixtures run.
+pytestmark = pytest.mark.timeout(300)
 
 
 @pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]

@@ -132,9 +132,16 @@ class Fuzzer:
         headers.update(bearer(role))
         if "/events" in case.path:
             case.query = {**(case.query or {}), "until": "idle"}
-        return case.call(
-            base_url=self.rig.url, session=self.session, headers=headers, timeout=60
-        )
+        try:
+            return case.call(
+                base_url=self.rig.url, session=self.session, headers=headers, timeout=30
+            )
+        except requests.Timeout as err:
+            # Name the request: a hang is a finding, not a flaky timeout.
+            raise AssertionError(
+                f"no answer in 30 s: {case.method} {case.path} "
+                f"{case.path_parameters} {case.query} {case.body!r}"
+            ) from err
 
     def settle(self, case: Case, response: Response) -> None:
         """After a write that was applied, wait until its session is idle again."""
@@ -181,9 +188,8 @@ class Fuzzer:
         return (await self.rig.http.get("/api/openapi.json")).json()
 
 
-@pytest.fixture(autouse=True)
-def _long_timeout(request: pytest.FixtureRequest) -> None:
-    request.node.add_marker(pytest.mark.timeout(900))
+# A module mark: pytest-timeout reads the limit before fixtures run.
+pytestmark = pytest.mark.timeout(600)
 
 
 async def test_refused_requests_write_nothing(rig: WebRig, client: Client) -> None:
