@@ -105,6 +105,27 @@ async def test_a_message_sent_during_a_turn_waits_for_its_own_turn(
     assert [t.final_text for t in second_snap.turns] == ["said: first", "said: second"]
 
 
+async def test_a_message_queued_behind_an_approval_answers_at_once(
+    harness: Harness,
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call create_refund {"orderId": "33"}'
+    )
+    waiting = await harness.sessions.wait_for_idle(sid)
+    (interrupt,) = waiting.pending_interrupts
+    # The session waits for a person: the call says so instead of waiting with it.
+    snap = await harness.sessions.send_and_wait(sid, "say after the refund")
+    assert snap.status == "waiting_for_approval"
+    assert [i.interrupt_id for i in snap.pending_interrupts] == [interrupt.interrupt_id]
+    assert "say after the refund" in (snap.queued_prompts or [])
+    await harness.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    async with asyncio.timeout(30):
+        while (done := await harness.sessions.wait_for_idle(sid)).turn_count < 2:
+            await asyncio.sleep(0.05)
+    assert done.turns[-1].final_text == "said: after the refund"
+
+
 async def test_send_and_wait_refuses_bad_input_with_the_library_error(
     harness: Harness,
 ) -> None:

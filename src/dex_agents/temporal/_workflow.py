@@ -148,7 +148,8 @@ class AgentSessionWorkflow:
         """Queue a user message and answer once its turn is over: one round trip.
 
         "Over" means what `idle_snapshot` means: answered, failed, or waiting for
-        approval. A retry of an Update already applied (across continue-as-new)
+        approval (a message queued behind an approval answers at once: the
+        session waits for a person). A retry of an Update already applied (across continue-as-new)
         queues nothing and waits only for the session to be idle.
         """
         target = self.state.turn_counter + 1
@@ -168,10 +169,15 @@ class AgentSessionWorkflow:
         if outcome.state is self.state:
             target = 0  # already queued by the first try of this Update
         self.state = outcome.state
+        # Over: its own turn ended, or the session waits for a person (an approval
+        # of this turn or of an earlier one, which its turn queues behind).
         await workflow.wait_condition(
             lambda: (
-                (self.state.turn_counter >= target or self.state.end_requested)
-                and session.session_status(self.state) != "running"
+                session.session_status(self.state) == "waiting_for_approval"
+                or (
+                    (self.state.turn_counter >= target or self.state.end_requested)
+                    and session.session_status(self.state) != "running"
+                )
             )
         )
         return self._snapshot()
