@@ -5,9 +5,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from session_harness import Harness
 from temporalio.client import Client
 
+from dex_agents import UserError
 from dex_agents.session import ImageReference, JsonObject
 from dex_agents.stores import InMemoryMediaStore, SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
@@ -31,6 +33,19 @@ async def test_a_runner_without_images_refuses_a_message_with_images(
     assert await harness.sessions.send_user_message(sid, "say plain")
     snap = await harness.sessions.wait_for_idle(sid)
     assert [t.final_text for t in snap.turns] == ["said: plain"]
+
+
+async def test_send_and_wait_refuses_images_it_cannot_send_and_writes_nothing(
+    harness: Harness, client: Client
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid)
+    handle = client.get_workflow_handle(sid)
+    before = (await handle.describe()).raw_description.workflow_execution_info
+    with pytest.raises(UserError, match="cannot send images"):
+        await harness.sessions.send_and_wait(sid, "say hi", [await _reference()])
+    after = (await handle.describe()).raw_description.workflow_execution_info
+    assert after.history_length == before.history_length
 
 
 class ImageRunner(ScriptedRunner):

@@ -185,6 +185,14 @@ class AgentSessionWorkflow:
     @send_and_wait.validator
     def _validate_send_and_wait(self, input: UserMessageInput) -> None:
         _refuse(session.check_message(self.state, input.prompt))
+        # Refused here, not in the handler: a validator's refusal writes no history.
+        if input.prompt.images and not self.supports_images:
+            raise ApplicationError(
+                "this session's runner cannot send images; send text only, or give "
+                "the agent definition a media store",
+                type=NO_IMAGES,
+                non_retryable=True,
+            )
 
     @workflow.update
     async def resolve_interrupt(self, input: ResolveInterruptInput) -> bool:
