@@ -667,6 +667,20 @@ def test_a_rejected_call_is_recorded_and_the_rest_of_its_reply_is_skipped() -> N
     ]
 
 
+def test_a_caller_given_name_is_bounded_in_the_state() -> None:
+    long_name = "x" * 20_000
+    approving = apply_resolution(
+        waiting(REFUND),
+        interrupt_id="intr-1",
+        approved=True,
+        rejection_message=None,
+        update_id="resolve-long",
+        resolved_by=long_name,
+    )
+    kept = approving.state.interrupts["intr-1"].resolved_by or ""
+    assert len(kept) == 200 and kept.endswith("…")
+
+
 def test_who_resolved_a_call_is_on_the_interrupt_the_record_and_the_event() -> None:
     approving = apply_resolution(
         waiting(REFUND),

@@ -75,6 +75,8 @@ from ._state import (
 )
 from ._usage import Usage
 
+NAME_LIMIT = 200
+"""Characters kept of an approver's name and of a reason to end: both ride in the state."""
 KEEP_UPDATE_IDS = 500
 """IDs of the latest state-changing Updates kept to recognise a retry."""
 
@@ -651,7 +653,8 @@ def apply_resolution(
         resolved=True,
         approved=approved,
         rejection_message=rejection_message,
-        resolved_by=resolved_by,
+        # A name, but given by a caller: bounded, since the state carries it.
+        resolved_by=None if resolved_by is None else preview(resolved_by, NAME_LIMIT),
     )
     resolved = replace(
         state,
@@ -702,6 +705,7 @@ def end_session(
         applied = update_id is not None and update_id in state.update_ids
         return UpdateOutcome(state=state, answer=applied)
     update_ids, _ = _remember(state.update_ids, update_id)
+    reason = preview(reason, NAME_LIMIT) if reason else reason
     message = f"{SESSION_ENDED}: {reason}" if reason else SESSION_ENDED
     interrupts = {
         i: v
