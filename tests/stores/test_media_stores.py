@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from uuid import uuid4
 
-import boto3
 import pytest
+from botocore.exceptions import ClientError
 
 from dex_agents.s3 import S3MediaStore
 from dex_agents.stores import (
@@ -15,7 +15,7 @@ from dex_agents.stores import (
     InMemoryMediaStore,
     run_media_store_conformance,
 )
-from dex_agents.testing import S3TestServer
+from moto_s3 import MotoS3, moto_s3
 
 
 async def test_in_memory_store() -> None:
@@ -34,42 +34,53 @@ async def test_directory_store_is_shared_by_path(tmp_path: Path) -> None:
     assert await DirectoryMediaStore(tmp_path).get_image(ref) == b"\x89PNG"
 
 
-@pytest.fixture
-def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[S3TestServer]:
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
-    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
-    server = S3TestServer()
-    server.start()
-    yield server
-    server.close()
+@pytest.fixture(scope="module")
+def s3_server() -> Iterator[MotoS3]:
+    with moto_s3() as server:
+        yield server
 
 
-def _client(server: S3TestServer) -> object:
-    # boto3 ships no type information.
-    return boto3.client(  # pyright: ignore[reportUnknownMemberType]
-        "s3",
-        endpoint_url=server.endpoint_url,
-        config=boto3.session.Config(s3={"addressing_style": "path"}),  # pyright: ignore[reportAttributeAccessIssue, reportUnknownMemberType]
-    )
-
-
-async def test_s3_store_over_http(s3_server: S3TestServer) -> None:
-    client = _client(s3_server)
+async def test_s3_store_over_http(s3_server: MotoS3) -> None:
+    client = s3_server.client()
+    buckets: list[str] = []
 
     def make() -> S3MediaStore:
         bucket = f"media-{uuid4().hex[:12]}"
-        client.create_bucket(Bucket=bucket)  # type: ignore[attr-defined]
+        client.create_bucket(Bucket=bucket)
+        buckets.append(bucket)
         return S3MediaStore(bucket, prefix="sessions/", client=client)
 
     await run_media_store_conformance(make)
-    puts = [path for method, path in s3_server.requests if method == "PUT"]
-    assert any("/sessions/" in path for path in puts), puts
+    keys = [
+        obj["Key"]
+        for bucket in buckets
+        for obj in client.list_objects_v2(Bucket=bucket).get("Contents", [])
+    ]
+    assert keys, buckets
+    assert all(key.startswith("sessions/") for key in keys), keys
 
 
-async def test_s3_store_default_client_uses_endpoint(s3_server: S3TestServer) -> None:
-    _client(s3_server).create_bucket(Bucket="agent-media")  # type: ignore[attr-defined]
+async def test_s3_store_default_client_uses_endpoint_and_environment(
+    s3_server: MotoS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    s3_server.client().create_bucket(Bucket="agent-media")
     store = S3MediaStore("agent-media", endpoint_url=s3_server.endpoint_url)
     ref = await store.put_image(b"GIF89a", "image/gif")
-    assert s3_server.buckets["agent-media"][ref.key] == (b"GIF89a", "image/gif")
+    stored = s3_server.client().get_object(Bucket="agent-media", Key=ref.key)
+    assert stored["Body"].read() == b"GIF89a"
+    assert stored["ContentType"] == "image/gif"
     assert await store.get_image(ref) == b"GIF89a"
+
+
+async def test_s3_store_requests_are_signed(
+    s3_server: MotoS3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The emulator checks signatures: a wrong secret is refused, as on S3."""
+    s3_server.client().create_bucket(Bucket="signed-media")
+    good = S3MediaStore("signed-media", client=s3_server.client())
+    ref = await good.put_image(b"\x89PNG", "image/png")
+    forged = S3MediaStore("signed-media", client=s3_server.client(secret="wrong"))
+    with pytest.raises(ClientError, match="SignatureDoesNotMatch"):
+        await forged.get_image(ref)

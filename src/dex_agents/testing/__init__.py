@@ -25,7 +25,6 @@ from ._ledger_flow import (
 from ._mock_messages_api import MockMessagesApi, RecordedRequest
 from ._postgres_server import PostgresNotAvailable, PostgresTestServer
 from ._refusing_proxy import RefusingProxy
-from ._s3_server import S3TestServer
 from ._scripted_model import (
     SCRIPTED_MODEL_API_KEY,
     UNSCRIPTED_REPLY,
@@ -48,7 +47,6 @@ __all__ = [
     "PostgresTestServer",
     "RecordedRequest",
     "RefusingProxy",
-    "S3TestServer",
     "SCRIPTED_MODEL_API_KEY",
     "ScriptedModel",
     "ScriptedRunner",
