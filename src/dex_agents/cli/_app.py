@@ -64,6 +64,7 @@ from ._context import (
     worker_seen,
 )
 from ._demo import DemoFailed, run_demo
+from ._doctor import doctor
 from ._end import end
 from ._errors import CommandError, prog, release_engine_runtime, run
 from ._views import ShownCall, turn_calls
@@ -957,6 +958,7 @@ def chat(session_id: str, agent: str | None, target: Target) -> None:
 
 
 main.add_command(end)
+main.add_command(doctor)
 with contextlib.suppress(ImportError):  # `serve` needs the `web` extra
     from ..web._cli import serve
 
