@@ -11,6 +11,8 @@ from ._errors import (
     DexAgentsError,
     EngineError,
     IdleTimeoutError,
+    InvalidArgumentError,
+    InvalidOptionError,
     MessageTooLargeError,
     NoWorkerError,
     SessionBusyError,
@@ -19,6 +21,7 @@ from ._errors import (
     SpendLimitExceeded,
     ToolExecutionError,
     UnknownInterruptError,
+    UnknownSessionError,
     UserError,
 )
 from .session import (
@@ -84,6 +87,8 @@ __all__ = [
     "EngineConfig",
     "EngineError",
     "IdleTimeoutError",
+    "InvalidArgumentError",
+    "InvalidOptionError",
     "MessageTooLargeError",
     "NoWorkerError",
     "RuntimeStore",
@@ -97,6 +102,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolPolicy",
     "UnknownInterruptError",
+    "UnknownSessionError",
     "UserError",
     "create_agent_session_flow",
     "create_worker",

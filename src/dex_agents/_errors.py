@@ -3,6 +3,10 @@
 ```
 DexAgentsError
 ├── UserError            wrong use of the API; fix the code, retrying will not help
+│   ├── InvalidArgumentError  an RPC argument of the wrong type or value (also a
+│   │                         ValueError); nothing was sent or written
+│   ├── InvalidOptionError    Claude agent options the adapter refuses (also a TypeError)
+│   ├── UnknownSessionError   no session has this ID
 │   ├── UnknownInterruptError
 │   ├── SessionEndedError   the session ended: it takes no more messages or approvals
 │   └── SessionBusyError    `end` without force, while the session has work in progress
@@ -26,6 +30,47 @@ class DexAgentsError(Exception):
 
 class UserError(DexAgentsError):
     """Wrong use of the API; fix the code, retrying will not help."""
+
+
+class InvalidArgumentError(UserError, ValueError):
+    """An RPC argument of the wrong type or value, refused before anything is sent.
+
+    Nothing reaches the session: no Update, no Signal, no store write. The
+    message names the argument, what it got and what to pass instead;
+    `argument` is its name (`"approved"`, `"interrupt_id"`).
+    """
+
+    def __init__(self, argument: str, message: str) -> None:
+        super().__init__(message)
+        self.argument = argument
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[InvalidArgumentError], tuple[str, str]]:
+        return (InvalidArgumentError, (self.argument, self.message))
+
+
+class InvalidOptionError(UserError, TypeError):
+    """The Claude agent options set something the adapter refuses; the message names it.
+
+    It fails the turn attempt for good (retrying cannot help). It is also a
+    `TypeError`, which this refusal was before it was a `UserError`.
+    """
+
+
+class UnknownSessionError(UserError):
+    """No session has this ID on the engine (and namespace) the client talks to."""
+
+    def __init__(self, session_id: str, message: str | None = None) -> None:
+        super().__init__(
+            message
+            or f"unknown session {session_id!r}; list sessions with "
+            "`dex-agents sessions`, or start it first (`SessionClient.start`)"
+        )
+        self.session_id = session_id
+        self.message = str(self)
+
+    def __reduce__(self) -> tuple[type[UnknownSessionError], tuple[str, str]]:
+        return (UnknownSessionError, (self.session_id, self.message))
 
 
 class UnknownInterruptError(UserError):

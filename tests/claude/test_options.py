@@ -68,7 +68,7 @@ def test_modes_that_skip_approval_are_refused(mode: Any) -> None:
         )
 
 
-@pytest.mark.parametrize("mode", [None, "default", "dontAsk", "plan"])
+@pytest.mark.parametrize("mode", [None, "default", "dontAsk"])
 def test_modes_that_keep_approval_pass(mode: Any) -> None:
     check_options(
         ClaudeAgentOptions(permission_mode=mode, extra_args={"verbose": None}),

@@ -2,7 +2,8 @@
 
 The adapter owns every option that decides how a segment starts, resumes, or
 gets permission: a setting that let a tool run without its approval or its Step
-fails the turn attempt with a `TypeError` naming the option.
+fails the turn attempt with an `InvalidOptionError` (a `UserError` and a
+`TypeError`) naming the option.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from claude_agent_sdk import ClaudeAgentOptions
+
+from .._errors import InvalidOptionError
 
 _OWNED_FIELDS: tuple[tuple[str, str], ...] = (
     ("can_use_tool", "the adapter answers permission requests"),
@@ -26,9 +29,24 @@ _OWNED_FIELDS: tuple[tuple[str, str], ...] = (
     ("session_store", "the adapter keeps the transcript"),
 )
 _OWNED_EXTRA_ARGS = frozenset(
-    {"mcp-config", "resume", "session-id", "await-initialize"}
+    {
+        "mcp-config",
+        "resume",
+        "session-id",
+        "await-initialize",
+        "permission-mode",
+        "dangerously-skip-permissions",
+        "allow-dangerously-skip-permissions",
+    }
 )
-_SKIPPING_MODES = frozenset({"bypassPermissions", "acceptEdits", "auto"})
+ALLOWED_PERMISSION_MODES: tuple[str | None, ...] = (None, "default", "dontAsk")
+"""The permission modes a segment runs with: unset, `default` or `dontAsk`.
+
+In these the CLI asks the adapter about each tool call it does not deny
+itself, so the session's policies decide it. Every other mode skips or changes
+that question: `bypassPermissions`, `acceptEdits` and `auto` let calls run
+unasked, and `plan` stops tools from running at all.
+"""
 
 SECURE_STORAGE_VARIABLE = "CLAUDE_SECURESTORAGE_CONFIG_DIR"
 """Where Claude Code finds a stored login (such as one in the macOS Keychain)."""
@@ -49,43 +67,47 @@ def check_options(
             defer (wait for approval or run in their own Step).
 
     Raises:
-        TypeError: An option the adapter owns is set, the permission mode skips
-            the adapter, the server name is taken, or `allowed_tools` allows a
-            tool whose calls must defer.
+        InvalidOptionError: An option the adapter owns is set, the permission
+            mode is not one of `ALLOWED_PERMISSION_MODES`, the server name is
+            taken, or `allowed_tools` allows a tool whose calls must defer.
     """
     defaults = ClaudeAgentOptions()
     for name, why in _OWNED_FIELDS:
         if getattr(options, name) != getattr(defaults, name):
-            raise TypeError(
+            raise InvalidOptionError(
                 f"`{name}` is set in the Claude agent options, but the adapter owns "
                 f"it ({why}); remove it"
             )
     for flag in options.extra_args:
         if flag in _OWNED_EXTRA_ARGS:
-            raise TypeError(
+            raise InvalidOptionError(
                 f"`extra_args[{flag!r}]` is set in the Claude agent options, but the "
                 "adapter owns that CLI flag; remove it"
+                + (" and set `permission_mode`" if flag == "permission-mode" else "")
             )
-    if options.permission_mode in _SKIPPING_MODES:
-        raise TypeError(
-            f"`permission_mode` {options.permission_mode!r} lets tools run without "
-            "the session's approval; use 'default', 'dontAsk', or leave it unset"
+    mode = options.permission_mode
+    if mode not in ALLOWED_PERMISSION_MODES:
+        raise InvalidOptionError(
+            f"`permission_mode` {mode!r} is not allowed: the session's approval "
+            "gate decides each tool call only in 'default' or 'dontAsk' mode (other "
+            "modes run calls unasked or change what runs); use one of those, or "
+            "leave it unset (None)"
         )
     servers = options.mcp_servers
     if not isinstance(servers, Mapping):
-        raise TypeError(
+        raise InvalidOptionError(
             "`mcp_servers` is a path or JSON string, so the adapter cannot add its "
             f"custom tool server {server_name!r}; pass a dict of server configs"
         )
     if server_name in servers:
-        raise TypeError(
+        raise InvalidOptionError(
             f"`mcp_servers` uses the name {server_name!r}, which the custom tool "
             "server needs; rename that server or set `custom_tool_server_name`"
         )
     for entry in options.allowed_tools:
         tool = allowed_tool_name(entry)
         if tool is not None and must_defer(tool):
-            raise TypeError(
+            raise InvalidOptionError(
                 f"`allowed_tools` lists {entry!r}, but its calls must wait for "
                 "approval or run in their own step; remove it (the session's "
                 "policies decide these calls)"

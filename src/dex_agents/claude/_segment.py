@@ -20,6 +20,7 @@ from claude_agent_sdk import (
     ClaudeAgentOptions,
     ClaudeSDKError,
     Message,
+    ProcessError,
     ResultMessage,
     StreamEvent,
     ToolResultBlock,
@@ -48,6 +49,7 @@ from ._mcp_server import build_custom_tool_server
 from ._options import cli_environment, resolved_cwd
 from ._process import CliProcessGroup, real_cli_path
 from ._prompt import content_message, prompt_stream
+from ._stderr import StderrTail
 from ._tools import CustomTool
 from ._transcript import (
     ClaudeTranscriptStore,
@@ -88,6 +90,7 @@ class Segment:
         self._pending: PendingCall | None = None
         self._pending_result_seen = False
         self._replay_images: dict[str, str] = {}
+        self._stderr = StderrTail(setup.options.stderr)
 
     async def run(self) -> TurnCompleted | ToolCallsRequested:
         """Run the segment and return the session's next step."""
@@ -187,6 +190,8 @@ class Segment:
             extra_args={**options.extra_args, "await-initialize": None},
             env={**cli_environment(options), **group.environment()},
             cli_path=group.cli_path,
+            # Kept for a failure's message, and passed on to the application's own.
+            stderr=self._stderr,
             # The CLI echoes the prompt in one stdout line; the SDK's 1 MiB
             # default would fail any prompt above about 1 MB.
             max_buffer_size=cli_output_line_limit(options.max_buffer_size, prompt),
@@ -232,12 +237,28 @@ class Segment:
         except ClaudeSDKError as e:
             # The SDK raises after an error result; the result says more.
             if result is None or not result.is_error:
-                raise SessionError(f"the Claude Code CLI failed: {e}") from e
+                await self._stderr.settle()
+                raise SessionError(
+                    f"the Claude Code CLI failed: {_sdk_error_text(e)}; "
+                    f"{self._stderr.described()}"
+                ) from e
+        except Exception as e:
+            # The SDK (0.2.184) raises a plain Exception for a CLI that never
+            # answered its initialize request (one that exited without a word).
+            if not str(e).startswith(_SDK_CONTROL_TIMEOUT):
+                raise
+            await self._stderr.settle()
+            raise SessionError(
+                f"the Claude Code CLI did not answer: {e}; {self._stderr.described()}"
+            ) from e
         finally:
             result_seen.set()
             await messages.aclose()
         if result is None:
-            raise SessionError("the Claude Code CLI ended without a result")
+            raise SessionError(
+                "the Claude Code CLI ended without a result; "
+                f"{self._stderr.described()}"
+            )
         if result.is_error:
             too_large = too_large_error(result, prompt)
             if too_large is not None:
@@ -445,6 +466,19 @@ def _require_str(data: Mapping[str, Any], key: str) -> str:
     if not isinstance(value, str):
         raise SessionError(f"run state lacks {key!r}", retryable=False)
     return value
+
+
+def _sdk_error_text(err: ClaudeSDKError) -> str:
+    """The SDK's error, without its pointer to a stderr the adapter reads itself."""
+    if isinstance(err, ProcessError) and err.stderr == _SDK_STDERR_PLACEHOLDER:
+        return f"it exited with code {err.exit_code}"
+    return str(err)
+
+
+_SDK_STDERR_PLACEHOLDER = "Check stderr output for details"
+"""What the SDK (0.2.184) puts where a failed CLI's stderr would be."""
+_SDK_CONTROL_TIMEOUT = "Control request timeout"
+"""How the SDK's plain Exception for an unanswered control request begins."""
 
 
 def _error_text(result: ResultMessage) -> str:

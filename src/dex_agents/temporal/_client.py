@@ -25,10 +25,12 @@ from temporalio.service import RPCError, RPCStatusCode
 from .._errors import (
     EngineError,
     IdleTimeoutError,
+    InvalidArgumentError,
     NoWorkerError,
     SessionBusyError,
     SessionEndedError,
     UnknownInterruptError,
+    UnknownSessionError,
     UserError,
 )
 from ..session import (
@@ -41,6 +43,16 @@ from ..session import (
 )
 from ..stores import RuntimeStore
 from ._activities import read_arguments
+from ._arguments import (
+    INVALID_ARGUMENT,
+    check_count,
+    check_flag,
+    check_images,
+    check_resolution_input,
+    check_session_id,
+    check_text,
+    check_timeout,
+)
 from ._delivery import Deadline, timeout_seconds, within
 from ._flow import AgentSessionFlow
 from ._models import (
@@ -92,6 +104,9 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
         if isinstance(cause, ApplicationError):
             if cause.type == UNKNOWN_INTERRUPT:
                 raise UnknownInterruptError(session_id, interrupt_id) from err
+            if cause.type == INVALID_ARGUMENT:
+                argument = cause.details[0] if cause.details else ""
+                raise InvalidArgumentError(str(argument), cause.message) from err
             if cause.type in (INVALID_MESSAGE, QUEUE_FULL, NO_IMAGES):
                 raise UserError(cause.message) from err
             if cause.type == SESSION_ENDED:
@@ -102,6 +117,8 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
     except RPCError as err:
         if _closed(err):
             raise SessionEndedError(session_id) from err
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise UnknownSessionError(session_id) from err
         if _TASK_FAILING in err.message:
             raise EngineError(
                 f"session {session_id!r} cannot take this request now: its workflow "
@@ -123,11 +140,13 @@ async def user_message_input(
     The blob is named by its content, so a retried send writes the same blob.
 
     Raises:
+        InvalidArgumentError: the text is not a valid `str`, or the images are
+            not `ImageReference`s (nothing is written).
         UserError: the text is over `MAX_USER_MESSAGE_BYTES` (nothing is written),
             or it needs the store and none was given.
     """
-    if not isinstance(text, str):  # pyright: ignore[reportUnnecessaryIsInstance]
-        raise UserError(f"user message text must be a string, got {text!r}")
+    check_text("text", text)
+    check_images("images", images)
     data = text.encode()
     if len(data) > MAX_USER_MESSAGE_BYTES:
         raise UserError(
@@ -162,7 +181,17 @@ async def start_agent_session(
     `initial_images` go with `initial_message` (which may then be empty). Returns
     what `send_user_message` returns, or True when no message was given. A
     message longer than `INLINE_TEXT_LIMIT` bytes needs `store`.
+
+    Raises:
+        InvalidArgumentError: an argument has the wrong type or value; nothing
+            was started or sent.
+        UserError: the ID belongs to a session of another flow, or the message
+            is refused as by `send_user_message`.
+        SessionEndedError: the ID belongs to a session that ended.
     """
+    check_session_id(session_id)
+    check_text("initial_message", initial_message, optional=True)
+    check_images("initial_images", initial_images)
     await _refuse_other_flow(client, flow, session_id)
     operation = WithStartWorkflowOperation(
         flow.flow_type,
@@ -249,10 +278,14 @@ async def send_user_message(
     reference; at most `MAX_USER_MESSAGE_BYTES`.
 
     Raises:
+        InvalidArgumentError: an argument has the wrong type or value (nothing
+            is sent or written).
+        UnknownSessionError: no session has this ID.
         UserError: the text is empty or too long, or the session already queues
             `MAX_QUEUED_MESSAGES` messages.
     """
     del flow  # the session's workflow knows its flow; kept for a uniform signature
+    check_session_id(session_id)
     message = await user_message_input(
         session_id, text, images, store or plugin_store(client)
     )
@@ -280,10 +313,14 @@ async def send_and_wait(
     history holds fewer events. A worker older than this call gets the two calls.
 
     Raises:
+        InvalidArgumentError: an argument has the wrong type or value.
+        UnknownSessionError: no session has this ID.
         UserError: as `send_user_message`, and for images the session's runner
             cannot send (nothing is queued).
     """
     del flow
+    check_session_id(session_id)
+    check_count("turns", turns, minimum=0)
     store = store or plugin_store(client)
     message = await user_message_input(session_id, text, images, store)
     try:
@@ -337,6 +374,9 @@ async def resolve_interrupt(
     `timeout`, the call waits for a worker as long as it takes.
 
     Raises:
+        InvalidArgumentError: an argument has the wrong type or value, such as
+            an `approved` that is not a bool (nothing is sent or recorded).
+        UnknownSessionError: no session has this ID.
         UnknownInterruptError: the session never created `interrupt_id`.
         NoWorkerError: no worker took it within `timeout`. `recorded` is True
             when it (or the same answer, earlier) is in the session's history;
@@ -344,14 +384,17 @@ async def resolve_interrupt(
             instead (`superseded` names it).
     """
     del flow
-    deadline = Deadline(timeout_seconds(timeout))
-    handle = _handle(client, session_id)
+    check_session_id(session_id)
     resolution = ResolveInterruptInput(
         interrupt_id=interrupt_id,
         approved=approved,
         rejection_message=rejection_message,
         resolved_by=resolved_by,
     )
+    check_resolution_input(resolution)
+    check_timeout(timeout)
+    deadline = Deadline(timeout_seconds(timeout))
+    handle = _handle(client, session_id)
     update_id = str(uuid.uuid4())  # one Update on the server, however often asked
     with _update_errors(session_id, interrupt_id):
         taken, changed = await within(
@@ -435,12 +478,17 @@ async def end_session(
     Later messages and approvals raise `SessionEndedError`.
 
     Raises:
+        InvalidArgumentError: an argument has the wrong type or value.
         SessionBusyError: work is in progress and `force` is False.
-        UserError: no session has this ID.
+        UnknownSessionError: no session has this ID.
         NoWorkerError: no worker took the request within `timeout` (nothing
             was applied; call it again once a worker runs).
     """
     del flow
+    check_session_id(session_id)
+    check_text("reason", reason)
+    check_flag("force", force)
+    check_timeout(timeout)
     deadline = Deadline(timeout_seconds(timeout))
     handle = _handle(client, session_id)
     request = EndSessionInput(reason=reason, force=force)
@@ -455,13 +503,6 @@ async def end_session(
             )
     except SessionEndedError:
         return False
-    except RPCError as err:
-        if err.status == RPCStatusCode.NOT_FOUND:
-            raise UserError(
-                f"unknown session {session_id!r}; list sessions with "
-                "`dex-agents sessions`"
-            ) from err
-        raise
     if not taken:
         raise NoWorkerError(
             session_id,
@@ -511,7 +552,9 @@ async def _query_snapshot(
         return _snapshot_json.validate_python(projected), None
 
 
-def _unreadable(session_id: str, err: RPCError) -> EngineError:
+def _unreadable(session_id: str, err: RPCError) -> UserError | EngineError:
+    if err.status == RPCStatusCode.NOT_FOUND:
+        return UnknownSessionError(session_id)
     return EngineError(
         f"cannot read session {session_id!r}: {err.message}; is a worker running "
         "for its flow (`dex-agents worker`)?"
@@ -572,8 +615,16 @@ async def get_agent_snapshot(
     projection when no worker answers); turns and messages come from the
     store, so the cost does not grow with the session's age. Older turns:
     `SessionClient.history`.
+
+    Raises:
+        InvalidArgumentError: an argument has the wrong type or value.
+        UnknownSessionError: no session has this ID (and the store has no
+            snapshot of it).
+        EngineError: no worker answered and the store has no snapshot.
     """
     del flow
+    check_session_id(session_id)
+    check_count("turns", turns, minimum=0)
     store = store or plugin_store(client)
     snapshot = await _live_snapshot(client, session_id, store)
     return await with_recent_turns(snapshot, store, turns)
@@ -596,12 +647,17 @@ async def wait_for_idle(
     as it takes, for a worker too.
 
     Raises:
+        InvalidArgumentError: an argument has the wrong type or value.
+        UnknownSessionError: no session has this ID.
         NoWorkerError: no worker took the wait within `timeout` (`recorded`
             is False: nothing changed).
         IdleTimeoutError: a worker runs the turn, and it was not over within
             `timeout`.
     """
     del flow
+    check_session_id(session_id)
+    check_count("turns", turns, minimum=0)
+    check_timeout(timeout)
     store = store or plugin_store(client)
     deadline = Deadline(timeout_seconds(timeout))
     snapshot, err = await _query_snapshot(client, session_id, store, deadline)
@@ -648,10 +704,23 @@ async def _idle_snapshot(
     return idle
 
 
-async def session_history(
+def session_history(
     store: RuntimeStore, session_id: str, *, page_size: int = 100
 ) -> AsyncIterator[TurnSummary]:
-    """Every finished turn of the session, newest first, read page by page."""
+    """Every finished turn of the session, newest first, read page by page.
+
+    Raises:
+        InvalidArgumentError: an argument has the wrong type or value (at the
+            call, before the first page is read).
+    """
+    check_session_id(session_id)
+    check_count("page_size", page_size, minimum=1)
+    return _history_pages(store, session_id, page_size)
+
+
+async def _history_pages(
+    store: RuntimeStore, session_id: str, page_size: int
+) -> AsyncIterator[TurnSummary]:
     before: int | None = None
     while True:
         page = await store.read_turns(session_id, before=before, limit=page_size)
@@ -791,9 +860,22 @@ class SessionClient:
         return session_history(self.store, session_id, page_size=page_size)
 
     async def events(self, session_id: str, *, after: int = 0) -> list[EventRecord]:
-        """Events of the session after the cursor `after`."""
+        """Events of the session after the cursor `after`.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value.
+        """
+        check_session_id(session_id)
+        check_count("after", after, minimum=0)
         return await self.store.read_events(session_id, after=after)
 
     def follow(self, session_id: str, *, after: int = 0) -> AsyncIterator[EventRecord]:
-        """Follow the session's events as they are written."""
+        """Follow the session's events as they are written.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value (at
+                the call, before any event is read).
+        """
+        check_session_id(session_id)
+        check_count("after", after, minimum=0)
         return self.store.follow_events(session_id, after=after)

@@ -1,10 +1,11 @@
 """The session workflow: one per session ID, a small state machine over Steps.
 
-Determinism: this module imports only the pure core, the payload models and
-`temporalio.workflow`. Every branch reads workflow state or Step results; time
-comes from `workflow.now()` and IDs from `workflow.uuid4()`. Any change to the
-logic after a release goes behind `workflow.patched()`, and the recorded
-histories in `tests/histories/` are replayed in CI.
+Determinism: this module imports only the pure core, the payload models (and
+the pure checks of their fields, `_arguments`) and `temporalio.workflow`. Every
+branch reads workflow state or Step results; time comes from `workflow.now()`
+and IDs from `workflow.uuid4()`. Any change to the logic after a release goes
+behind `workflow.patched()`, and the recorded histories in `tests/histories/`
+are replayed in CI.
 
 A turn moves through phases kept in `SessionState.active`, so a session can
 continue as new in the middle of a turn (waiting for approval) and pick up
@@ -17,7 +18,7 @@ exactly where it was:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, ClassVar, TypeVar, cast
@@ -29,13 +30,21 @@ from temporalio.exceptions import TimeoutError as StepTimeoutError
 
 with workflow.unsafe.imports_passed_through():
     from .. import session
+    from .._errors import InvalidArgumentError
     from ..session import AgentSessionOptions
     from . import _registry
+    from ._arguments import (
+        INVALID_ARGUMENT,
+        EndSessionUpdate,
+        ResolveInterruptUpdate,
+        check_end_input,
+        check_message_input,
+        check_resolution_input,
+    )
     from ._models import (
         ActiveTurn,
         CallToolInput,
         CallToolOutput,
-        EndSessionInput,
         EngineInfo,
         ResolveInterruptInput,
         RunModelInput,
@@ -57,6 +66,7 @@ NO_IMAGES = "ImagesNotSupported"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
 
 _Result = TypeVar("_Result")
+_Input = TypeVar("_Input")
 
 _ERROR_TYPES: dict[session.RefusalReason, str] = {
     "invalid_message": INVALID_MESSAGE,
@@ -141,6 +151,7 @@ class AgentSessionWorkflow:
     def _validate_user_message(self, input: UserMessageInput) -> None:
         # A validator does no I/O, so whether the runner takes images is
         # decided in the handler.
+        _refuse_arguments(check_message_input, input)
         _refuse(session.check_message(self.state, input.prompt))
 
     @workflow.update
@@ -184,6 +195,7 @@ class AgentSessionWorkflow:
 
     @send_and_wait.validator
     def _validate_send_and_wait(self, input: UserMessageInput) -> None:
+        _refuse_arguments(check_message_input, input)
         _refuse(session.check_message(self.state, input.prompt))
         # Refused here, not in the handler: a validator's refusal writes no history.
         if input.prompt.images and not self.supports_images:
@@ -195,8 +207,12 @@ class AgentSessionWorkflow:
             )
 
     @workflow.update
-    async def resolve_interrupt(self, input: ResolveInterruptInput) -> bool:
-        """Approve or reject a pending call; a repeat returns False and changes nothing."""
+    async def resolve_interrupt(self, input: ResolveInterruptUpdate) -> bool:
+        """Approve or reject a pending call; a repeat returns False and changes nothing.
+
+        Its argument decodes as `ResolveInterruptInput` always did (leniently, so
+        accepted Updates replay alike), noting what the validator refuses.
+        """
         return self._answer(
             session.apply_resolution(
                 self.state,
@@ -209,8 +225,9 @@ class AgentSessionWorkflow:
         )
 
     @resolve_interrupt.validator
-    def _validate_resolve(self, input: ResolveInterruptInput) -> None:
+    def _validate_resolve(self, input: ResolveInterruptUpdate) -> None:
         # A validator rejection writes no history: an unknown ID changes nothing.
+        _refuse_arguments(check_resolution_input, input)
         _refuse(session.check_resolution(self.state, input.interrupt_id))
 
     @workflow.signal(name=RECORD_RESOLUTION)
@@ -246,7 +263,7 @@ class AgentSessionWorkflow:
         )
 
     @workflow.update
-    async def end_session(self, input: EndSessionInput) -> bool:
+    async def end_session(self, input: EndSessionUpdate) -> bool:
         """End the session; True once it ended, False if it had ended already.
 
         It answers after the session's last publish (status `ended`, the
@@ -265,7 +282,8 @@ class AgentSessionWorkflow:
         return ended
 
     @end_session.validator
-    def _validate_end(self, input: EndSessionInput) -> None:
+    def _validate_end(self, input: EndSessionUpdate) -> None:
+        _refuse_arguments(check_end_input, input)
         _refuse(session.check_end(self.state, force=input.force))
 
     @workflow.update
@@ -563,6 +581,19 @@ def _refuse(refusal: session.Refusal | None) -> None:
         raise ApplicationError(
             refusal.message, type=_ERROR_TYPES[refusal.reason], non_retryable=True
         )
+
+
+def _refuse_arguments(check: Callable[[_Input], None], input: _Input) -> None:
+    """Raise an argument `check`'s refusal as the failure clients match on.
+
+    Its detail names the argument, so the client raises `InvalidArgumentError`.
+    """
+    try:
+        check(input)
+    except InvalidArgumentError as err:
+        raise ApplicationError(
+            err.message, err.argument, type=INVALID_ARGUMENT, non_retryable=True
+        ) from None
 
 
 def _failed_attempts(err: ActivityError, maximum: int) -> int:

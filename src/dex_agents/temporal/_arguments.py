@@ -1,0 +1,301 @@
+"""Strict checks of the session RPCs' arguments, at the client and in the validators.
+
+A wrong argument is refused before anything happens: the client raises
+`InvalidArgumentError` before any RPC or store write, and the workflow's
+Update validators (for callers that bypass the client: `temporal workflow
+update`, a client of their own) refuse the same values, which writes no
+history. Strict means what Python means, not what a JSON decoder forgives: a
+flag is a `bool` (not `"false"`, not `0`), an ID a non-empty `str`, and every
+text valid Unicode (no lone surrogate, which no wire format can carry).
+
+The converter decodes Update arguments leniently (pydantic's lax mode turns
+`"false"` into False), and the workflow must keep decoding them so: an Update
+accepted before replays with the same values. So the Update argument types
+here note which flags arrived as something else than a JSON boolean, and the
+validator refuses those; the handler still sees the lenient value, and a
+replay (which runs no validator) decodes as it always did.
+
+This module is pure: the workflow imports it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from pydantic import GetCoreSchemaHandler
+from pydantic_core import CoreSchema, core_schema
+
+from .._errors import InvalidArgumentError
+from ..session import BlobReference, ImageReference
+from ._models import EndSessionInput, ResolveInterruptInput, UserMessageInput
+
+MAX_ID_BYTES = 1000
+"""The longest session or interrupt ID, in UTF-8 bytes (Temporal's default for IDs)."""
+INVALID_ARGUMENT = "InvalidArgument"
+"""The failure type of a validator's refusal of an argument; its detail names it."""
+_SHOWN_CHARACTERS = 60
+
+
+def shown(value: object) -> str:
+    """A value for an error message: its type and a bounded repr."""
+    text = repr(value)
+    if len(text) > _SHOWN_CHARACTERS:
+        text = f"{text[: _SHOWN_CHARACTERS - 3]}..."
+    return f"{type(value).__name__} {text}"
+
+
+def _unicode_problem(argument: str, value: str) -> InvalidArgumentError | None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return InvalidArgumentError(
+            argument,
+            f"`{argument}` is not valid Unicode: it holds the lone surrogate "
+            f"{value[err.start]!r} at index {err.start}, which UTF-8 cannot encode; "
+            "pass text without it (decode bytes with `errors='replace'`)",
+        )
+    return None
+
+
+def check_id(argument: str, value: object, *, what: str) -> str:
+    """`value` if it is a usable ID: a non-empty, valid `str` of at most `MAX_ID_BYTES`.
+
+    Raises:
+        InvalidArgumentError: it is not.
+    """
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(
+            argument,
+            f"`{argument}` must be a non-empty string ({what}), got {shown(value)}",
+        )
+    problem = _unicode_problem(argument, value)
+    if problem is not None:
+        raise problem
+    size = len(value.encode())
+    if size > MAX_ID_BYTES:
+        raise InvalidArgumentError(
+            argument,
+            f"`{argument}` is {size:,} bytes long, over the limit of {MAX_ID_BYTES} "
+            f"bytes for an ID; pass {what}",
+        )
+    return value
+
+
+def check_session_id(value: object) -> str:
+    """See `check_id`."""
+    return check_id(
+        "session_id", value, what="the ID the session was started with, a `str`"
+    )
+
+
+def check_text(argument: str, value: object, *, optional: bool = False) -> None:
+    """Refuse a text that is not a valid `str` (or None, when `optional`).
+
+    Raises:
+        InvalidArgumentError: it is not.
+    """
+    if value is None and optional:
+        return
+    if not isinstance(value, str):
+        none = " or None" if optional else ""
+        raise InvalidArgumentError(
+            argument, f"`{argument}` must be a string{none}, got {shown(value)}"
+        )
+    problem = _unicode_problem(argument, value)
+    if problem is not None:
+        raise problem
+
+
+def check_flag(argument: str, value: object) -> bool:
+    """`value` if it is a `bool`: not a string, a number or None.
+
+    Raises:
+        InvalidArgumentError: it is not.
+    """
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(
+            argument,
+            f"`{argument}` must be True or False (a bool), got {shown(value)}; "
+            "pass a bool: a string such as 'false' or a number is not read as one",
+        )
+    return value
+
+
+def check_count(argument: str, value: object, *, minimum: int) -> int:
+    """`value` if it is an `int` (not a bool) of at least `minimum`.
+
+    Raises:
+        InvalidArgumentError: it is not.
+    """
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidArgumentError(
+            argument,
+            f"`{argument}` must be a whole number of at least {minimum} (an int), "
+            f"got {shown(value)}",
+        )
+    return value
+
+
+def check_timeout(value: object) -> None:
+    """Refuse a `timeout=` that is not None, a `timedelta` or seconds (a finite number ≥ 0).
+
+    Raises:
+        InvalidArgumentError: it is none of them.
+    """
+    if value is None:
+        return
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        try:
+            seconds = float(value)
+        except OverflowError:  # an int too large for a float
+            seconds = math.inf
+    else:
+        raise InvalidArgumentError(
+            "timeout",
+            f"`timeout` must be seconds (an int or float), a timedelta, or None "
+            f"to wait as long as it takes, got {shown(value)}",
+        )
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgumentError(
+            "timeout",
+            f"`timeout` must be a finite number of seconds, at least 0, got "
+            f"{shown(value)}; pass None to wait as long as it takes",
+        )
+
+
+def check_images(argument: str, value: object) -> None:
+    """Refuse images that are not a sequence of `ImageReference` (or None).
+
+    Raises:
+        InvalidArgumentError: they are not.
+    """
+    if value is None:
+        return
+    if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
+        raise InvalidArgumentError(
+            argument,
+            f"`{argument}` must be a list of `ImageReference` (from "
+            f"`MediaStore.put_image`) or None, got {shown(value)}",
+        )
+    for index, image in enumerate(value):
+        if not isinstance(image, ImageReference):
+            raise InvalidArgumentError(
+                argument,
+                f"`{argument}[{index}]` must be an `ImageReference` (from "
+                f"`MediaStore.put_image`), got {shown(image)}",
+            )
+
+
+# ----- Update arguments ---------------------------------------------------------
+
+
+def check_message_input(input: UserMessageInput) -> None:
+    """Refuse a message whose fields are not what the client sends.
+
+    Raises:
+        InvalidArgumentError: a field has the wrong type or is not valid Unicode.
+    """
+    check_text("text", input.text)
+    check_images("images", input.images)
+    if input.text_ref is not None and not isinstance(  # pyright: ignore[reportUnnecessaryIsInstance]
+        input.text_ref, BlobReference
+    ):
+        raise InvalidArgumentError(
+            "text_ref",
+            f"`text_ref` must be a blob reference or None, got {shown(input.text_ref)}",
+        )
+
+
+def check_resolution_input(input: ResolveInterruptInput) -> None:
+    """Refuse a resolution whose fields are not what the client sends.
+
+    Raises:
+        InvalidArgumentError: the interrupt ID is not a non-empty string,
+            `approved` is not a bool, or a text is not a valid string or None.
+    """
+    check_id(
+        "interrupt_id",
+        input.interrupt_id,
+        what="an interrupt's ID from the snapshot's `pending_interrupts`",
+    )
+    _check_decoded_flag(input, "approved")
+    check_text("rejection_message", input.rejection_message, optional=True)
+    check_text("resolved_by", input.resolved_by, optional=True)
+
+
+def check_end_input(input: EndSessionInput) -> None:
+    """Refuse an end whose fields are not what the client sends.
+
+    Raises:
+        InvalidArgumentError: `reason` is not a valid string, or `force` not a bool.
+    """
+    check_text("reason", input.reason)
+    _check_decoded_flag(input, "force")
+
+
+def _check_decoded_flag(input: object, argument: str) -> None:
+    coerced = dict(getattr(input, "coerced", ()))
+    if argument in coerced:
+        raise InvalidArgumentError(
+            argument,
+            f"`{argument}` must be a JSON boolean (true or false), got "
+            f"{coerced[argument]}; send true or false, not a string or a number",
+        )
+    check_flag(argument, getattr(input, argument))
+
+
+def _note_coerced(flags: tuple[str, ...]) -> Any:
+    """A pydantic before-validator: note each of `flags` that is not a real bool."""
+
+    def note(raw: Any) -> Any:
+        if not isinstance(raw, Mapping):
+            return raw
+        fields: Mapping[str, Any] = raw  # pyright: ignore[reportUnknownVariableType]
+        coerced = tuple(
+            (name, shown(fields[name]))
+            for name in flags
+            if name in fields and not isinstance(fields[name], bool)
+        )
+        return {**fields, "coerced": coerced}
+
+    return note
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolveInterruptUpdate(ResolveInterruptInput):
+    """`ResolveInterruptInput` as the Update decodes it: lenient, with what it forgave."""
+
+    coerced: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Flags that arrived as another JSON type than a boolean, with what they were."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        """The dataclass's own schema, after a note of the flags it coerces."""
+        return core_schema.no_info_before_validator_function(
+            _note_coerced(("approved",)), handler(source)
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndSessionUpdate(EndSessionInput):
+    """`EndSessionInput` as the Update decodes it: lenient, with what it forgave."""
+
+    coerced: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    """Flags that arrived as another JSON type than a boolean, with what they were."""
+
+    @classmethod
+    def __get_pydantic_core_schema__(
+        cls, source: Any, handler: GetCoreSchemaHandler
+    ) -> CoreSchema:
+        """The dataclass's own schema, after a note of the flags it coerces."""
+        return core_schema.no_info_before_validator_function(
+            _note_coerced(("force",)), handler(source)
+        )
