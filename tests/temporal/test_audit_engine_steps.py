@@ -521,3 +521,59 @@ def test_an_update_refused_while_the_task_fails_is_an_engine_error() -> None:
         _update_errors("audit-eng-x"),
     ):
         raise other
+
+
+async def test_a_message_sent_while_the_task_fails_is_delivered_once_a_worker_recovers(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """Temporal refuses Updates while a task fails (after a crashed or a bad worker).
+
+    Nothing was applied, so the client sends again until a worker completes the
+    task: the message arrives once, and its caller never sees the refusal.
+    """
+    flow = ledger_flow(make_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = "audit-eng-task-failing-recovers"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="say one")
+        await sessions.wait_for_idle(sid)
+    async with create_worker(client, [_changed_deploy(flow)], store=store):
+        first = asyncio.create_task(sessions.send_user_message(sid, "say two"))
+        await _wait_for_task_attempt(client, sid, 2)
+        # Sent while the task is failing: Temporal refuses it at once.
+        second = asyncio.create_task(sessions.send_user_message(sid, "say three"))
+        await _wait_for_task_attempt(client, sid, 3)
+        assert not second.done()
+    async with create_worker(client, [flow], store=store):
+        assert await asyncio.wait_for(first, 60) is True
+        assert await asyncio.wait_for(second, 60) is True
+        snap = await sessions.wait_for_idle(sid)
+        while len(snap.turns) < 3 or snap.status != "idle":
+            snap = await sessions.wait_for_idle(sid)
+    await store.close()
+    prompts = [p for t in snap.turns for p in t.prompts]
+    assert sorted(prompts) == ["say one", "say three", "say two"]
+    assert len(prompts) == 3
+
+
+async def test_a_task_that_keeps_failing_is_reported_after_the_patience(
+    client: Client, tmp_path: Path, flow_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dex_agents.temporal import _client
+
+    monkeypatch.setattr(_client, "TASK_FAILING_PATIENCE", 1.0)
+    flow = ledger_flow(make_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = "audit-eng-task-failing-reported"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="say one")
+        await sessions.wait_for_idle(sid)
+    async with create_worker(client, [_changed_deploy(flow)], store=store):
+        first = asyncio.create_task(sessions.send_user_message(sid, "say two"))
+        await _wait_for_task_attempt(client, sid, 2)
+        with pytest.raises(EngineError, match="workflow task is failing"):
+            await sessions.send_user_message(sid, "say three")
+        first.cancel()
+    await store.close()

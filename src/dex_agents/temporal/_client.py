@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import timedelta
+from typing import TypeVar
 
 from pydantic import TypeAdapter
 from temporalio.client import (
@@ -85,6 +87,33 @@ _QUERY_FLOOR = 0.1
 """The shortest Query deadline: even a spent `timeout` asks the workflow once."""
 _TASK_FAILING = "Workflow Task in failed state"
 """Temporal's refusal of an Update while the workflow's task keeps failing."""
+
+_T = TypeVar("_T")
+
+TASK_FAILING_PATIENCE = 30.0
+"""Seconds a request waits out a failing workflow task before reporting it.
+
+A worker killed while it held the session's workflow task leaves that task to
+time out and run again on another worker (about 10 s); until that attempt
+completes, Temporal refuses every Update with "Workflow Task in failed state".
+Nothing was applied, so the request is sent again; only a task that still fails
+after this long (a bug, or code that does not replay its history) is reported.
+"""
+
+
+async def _patient(call: Callable[[], Awaitable[_T]]) -> _T:
+    """`call()`, sent again while the session's workflow task is failing."""
+    started, delay = time.monotonic(), 0.1
+    while True:
+        try:
+            return await call()
+        except RPCError as err:
+            if _TASK_FAILING not in err.message:
+                raise
+            if time.monotonic() - started >= TASK_FAILING_PATIENCE:
+                raise
+        await asyncio.sleep(delay)
+        delay = min(delay * 2, 2.0)
 
 
 def _handle(client: Client, session_id: str) -> WorkflowHandle[object, None]:
@@ -203,8 +232,10 @@ async def start_agent_session(
     )
     with _update_errors(session_id):
         if initial_message is None and not initial_images:
-            await client.execute_update_with_start_workflow(
-                "describe", start_workflow_operation=operation, result_type=int
+            await _patient(
+                lambda: client.execute_update_with_start_workflow(
+                    "describe", start_workflow_operation=operation, result_type=int
+                )
             )
             return True
         message = await user_message_input(
@@ -290,8 +321,10 @@ async def send_user_message(
         session_id, text, images, store or plugin_store(client)
     )
     with _update_errors(session_id):
-        return await _handle(client, session_id).execute_update(
-            "send_user_message", message, result_type=bool
+        return await _patient(
+            lambda: _handle(client, session_id).execute_update(
+                "send_user_message", message, result_type=bool
+            )
         )
 
 
@@ -325,8 +358,10 @@ async def send_and_wait(
     message = await user_message_input(session_id, text, images, store)
     try:
         with _update_errors(session_id):
-            snapshot = await _handle(client, session_id).execute_update(
-                "send_and_wait", message, result_type=AgentSnapshot
+            snapshot = await _patient(
+                lambda: _handle(client, session_id).execute_update(
+                    "send_and_wait", message, result_type=AgentSnapshot
+                )
             )
     except WorkflowUpdateFailedError as err:
         cause = err.cause
@@ -399,8 +434,10 @@ async def resolve_interrupt(
     with _update_errors(session_id, interrupt_id):
         taken, changed = await within(
             deadline,
-            lambda: handle.execute_update(
-                "resolve_interrupt", resolution, id=update_id, result_type=bool
+            lambda: _patient(
+                lambda: handle.execute_update(
+                    "resolve_interrupt", resolution, id=update_id, result_type=bool
+                )
             ),
         )
     if taken:
@@ -497,8 +534,10 @@ async def end_session(
         with _update_errors(session_id):
             taken, ended = await within(
                 deadline,
-                lambda: handle.execute_update(
-                    "end_session", request, id=update_id, result_type=bool
+                lambda: _patient(
+                    lambda: handle.execute_update(
+                        "end_session", request, id=update_id, result_type=bool
+                    )
                 ),
             )
     except SessionEndedError:
