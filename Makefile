@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 STAMP := $(VENV)/.synced
+CODE := src tests examples bench tools
+# `make cli-compat CLI=/path/to/claude` checks that binary; empty: the bundled one.
+CLI ?=
 
-.PHONY: all install lint typecheck test test-fast demo bench clean
+.PHONY: all install lint typecheck test test-fast demo bench cli-compat clean
 
 all: test
 
@@ -20,11 +23,11 @@ $(STAMP): $(BIN)/uv pyproject.toml uv.lock
 install: $(STAMP)
 
 lint: install
-	$(BIN)/ruff format --check src tests examples bench
-	$(BIN)/ruff check src tests examples bench
+	$(BIN)/ruff format --check $(CODE)
+	$(BIN)/ruff check $(CODE)
 
 typecheck: install
-	$(BIN)/pyright
+	$(BIN)/pyright $(CODE)
 
 test: lint typecheck
 	$(BIN)/pytest
@@ -37,6 +40,10 @@ demo: install
 
 bench: install
 	$(BIN)/python -m bench
+
+# The real-CLI tests of each CLI behavior the adapter relies on; a pass/fail table.
+cli-compat: install
+	$(BIN)/python tools/cli_compat.py $(if $(CLI),--cli "$(CLI)")
 
 clean:
 	rm -rf $(VENV) .dex-agents .pytest_cache .ruff_cache

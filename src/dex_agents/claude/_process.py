@@ -32,11 +32,20 @@ import claude_agent_sdk
 
 from . import _launcher
 
+CLI_PATH_VARIABLE = "DEX_AGENTS_CLAUDE_CLI"
+"""Names the CLI a segment runs when its options set no `cli_path`.
+
+It comes before the bundled binary, so a worker (or the real-CLI test suite,
+`make cli-compat`) can try another Claude Code release without a code change.
+"""
+
 
 def real_cli_path(cli_path: str | Path | None) -> str:
-    """The CLI the SDK would run: `cli_path`, the bundled binary, or `claude`."""
+    """The CLI a segment runs: `cli_path`, `$DEX_AGENTS_CLAUDE_CLI`, the bundled binary, or `claude`."""
     if cli_path is not None:
         return str(cli_path)
+    if named := os.environ.get(CLI_PATH_VARIABLE):
+        return str(Path(named).absolute())
     bundled = Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
     if bundled.is_file():
         return str(bundled)

@@ -76,13 +76,34 @@ def hermetic_cli_env(
     return env
 
 
-def bundled_cli_path() -> Path | None:
-    """The `claude` binary bundled in the installed claude-agent-sdk wheel, if any.
+CLI_PATH_VARIABLE = "DEX_AGENTS_CLAUDE_CLI"
+"""Names the real CLI to test instead of the bundled one.
 
-    Wheels built without the native binary (or a missing `claude` extra) give
-    None, so a real-CLI suite can skip rather than silently use a `claude` found
-    on `PATH`.
+The same variable as `dex_agents.claude._process.CLI_PATH_VARIABLE` (not
+imported: this module must work without the `claude` extra), so the adapter's
+segments run that CLI too. `make cli-compat CLI=...` sets it.
+"""
+
+
+def bundled_cli_path() -> Path | None:
+    """The real `claude` binary the real-CLI tests run, if any.
+
+    `$DEX_AGENTS_CLAUDE_CLI` when it is set, else the binary bundled in the
+    installed claude-agent-sdk wheel. Wheels built without the native binary
+    (or a missing `claude` extra) give None, so a real-CLI suite can skip rather
+    than silently use a `claude` found on `PATH`.
+
+    Raises:
+        FileNotFoundError: `$DEX_AGENTS_CLAUDE_CLI` names no executable file (a
+            wrong path must fail the tests, not skip them).
     """
+    if named := os.environ.get(CLI_PATH_VARIABLE):
+        path = Path(named).absolute()
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise FileNotFoundError(
+                f"{CLI_PATH_VARIABLE}={named} is not an executable file"
+            )
+        return path
     try:
         import claude_agent_sdk
     except ImportError:
