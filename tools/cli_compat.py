@@ -71,7 +71,7 @@ BEHAVIORS: tuple[Behavior, ...] = (
     ),
     Behavior(
         "Init and result fields as the fake CLI mimics them; "
-        "claude_code_version pinned to 2.1.327",
+        "claude_code_version pinned to 2.1.332",
         (_PAIRED + "test_say[real]",),
     ),
     Behavior(

@@ -323,7 +323,7 @@ async def test_say(cli: Cli) -> None:
     )
     init = init_of(messages)
     model = init.data["model"]
-    assert init.data["claude_code_version"] == "2.1.327"
+    assert init.data["claude_code_version"] == "2.1.332"
     assert init.data["permissionMode"] == "default"
     assert result.model_usage is not None
     assert list(result.model_usage) == [model]
@@ -1070,7 +1070,7 @@ def test_launcher_is_stable_and_executable() -> None:
     version = subprocess.run(
         [str(path), "--version"], capture_output=True, text=True, check=True
     )
-    assert version.stdout.strip() == "2.1.327 (Claude Code)"
+    assert version.stdout.strip() == "2.1.332 (Claude Code)"
     assert sys.executable in path.read_text()
 
 

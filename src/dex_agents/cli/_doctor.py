@@ -61,10 +61,11 @@ from ._agent_ref import load_flow
 from ._context import Target, connect, store_label, target_options
 from ._errors import DEBUG_ENV, CommandError, one_line, prog, run
 
-TESTED_CLI_VERSION = "2.1.327"
+TESTED_CLI_VERSION = "2.1.332"
 """The Claude Code CLI the adapter is tested with: the one claude-agent-sdk
-0.2.184 (the `claude` extra's pin) bundles, whose behavior the adapter's
-comments and the fake CLI of `dex_agents.testing` describe."""
+0.2.189 (the top of the `claude` extra's range, and the lock's) bundles. The
+adapter's comments describe 2.1.327, which `make cli-compat` finds the same
+in every behavior the adapter relies on."""
 
 Status = Literal["pass", "warn", "fail", "skip"]
 _MARKS: dict[Status, tuple[str, str]] = {

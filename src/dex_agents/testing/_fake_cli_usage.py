@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ._fake_cli_args import JsonObject
 
-CLI_VERSION = "2.1.327"
+CLI_VERSION = "2.1.332"
 """The CLI whose behavior the fake copies; reported in init and transcripts."""
 
 DEFAULT_MODEL = "claude-opus-5-5"
