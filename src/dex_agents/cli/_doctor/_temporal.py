@@ -1,0 +1,85 @@
+"""Temporal at the target every command resolves; a doctor never starts a server."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from typing import Any
+
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
+from temporalio.service import RPCError, RPCStatusCode
+
+from ..._errors import DexAgentsError, UserError
+from ...temporal import EngineConfig
+from .._context import Target, connect
+from .._errors import CommandError, prog
+from ._check import Check, failed_check, reason
+
+_CLUSTER_FIX = (
+    "check `--address` (DEX_AGENTS_TEMPORAL_ADDRESS) and that Temporal runs there, "
+    "with DEX_AGENTS_TEMPORAL_TLS / DEX_AGENTS_TEMPORAL_API_KEY if it needs them; "
+    "or leave `--address` out for the embedded dev server, which `{prog} dev` starts"
+)
+
+
+async def check_temporal(target: Target, timeout: float) -> Check:
+    name = "temporal"
+    try:
+        config = EngineConfig.from_env()
+    except UserError as err:
+        return failed_check("temporal", "Temporal", str(err))
+    address = target.address or (config.address if config else None)
+    details: dict[str, Any] = {
+        "address": address,
+        "namespace": target.namespace,
+        "embedded": address is None,
+        "state_dir": str(target.state_dir) if address is None else None,
+    }
+    title = f"Temporal at {address}" if address else "Temporal"
+    try:
+        async with asyncio.timeout(timeout):
+            conn = await connect(target)
+    except CommandError as err:
+        return failed_check(name, title, err.format_message(), details)
+    except (TimeoutError, DexAgentsError, RuntimeError, OSError) as err:
+        said = (
+            f"no answer within {timeout:g} s" if isinstance(err, TimeoutError) else ""
+        )
+        return Check(
+            name=name,
+            status="fail",
+            text=f"{title} (namespace {target.namespace}): {said or reason(err)}",
+            fix=_CLUSTER_FIX.format(prog=prog())
+            if address
+            else f"start it with `{prog()} dev`",
+            details=details,
+        )
+    details["address"] = conn.address
+    title = f"Temporal at {conn.address}, namespace {conn.namespace}"
+    try:
+        await conn.client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=conn.namespace),
+            timeout=timedelta(seconds=timeout),
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            return Check(
+                name=name,
+                status="fail",
+                text=f"{title}: the namespace does not exist",
+                fix="pass `--namespace` (DEX_AGENTS_TEMPORAL_NAMESPACE) one that "
+                "does, or create it: `temporal operator namespace create --namespace "
+                f"{conn.namespace} --address {conn.address}`",
+                details=details,
+            )
+        if err.status != RPCStatusCode.PERMISSION_DENIED:  # a worker needs no describe
+            return Check(
+                name=name,
+                status="fail",
+                text=f"{title}: Temporal answered {err.status.name}: {err.message}",
+                fix=_CLUSTER_FIX.format(prog=prog()),
+                details=details,
+            )
+    return Check(
+        name=name, status="pass", text=f"{title}: {conn.where}", details=details
+    )
