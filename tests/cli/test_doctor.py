@@ -29,13 +29,13 @@ from dex_agents.cli._doctor import TESTED_CLI_VERSION
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine
 from dex_agents.testing import (
-    PostgresNotAvailable,
     PostgresTestServer,
     bundled_cli_path,
     scripted_model_env,
 )
 from dex_agents.testing._fake_cli_usage import CLI_VERSION as FAKE_CLI_VERSION
 from moto_s3 import MotoS3, moto_s3
+from postgres_support import postgres_or_skip
 
 CHECKS = ["claude_cli", "credentials", "temporal", "runtime_store", "media_store"]
 """The checks, in the order of their lines."""
@@ -409,13 +409,7 @@ async def test_a_store_that_cannot_be_written_fails_with_where_to_put_it(
 
 @pytest.fixture(scope="module")
 def postgres() -> Iterator[PostgresTestServer]:
-    try:
-        server = PostgresTestServer()
-    except PostgresNotAvailable as e:
-        if os.environ.get("DEX_AGENTS_POSTGRES_REQUIRED") == "1":
-            pytest.fail(f"DEX_AGENTS_POSTGRES_REQUIRED=1 but {e}")
-        pytest.skip(str(e))
-    with server:
+    with postgres_or_skip() as server:
         yield server
 
 

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 
 import pytest
 
-from dex_agents.testing import PostgresNotAvailable, PostgresTestServer
+from dex_agents.testing import PostgresTestServer
+from postgres_support import postgres_or_skip
 
 
 @pytest.fixture(scope="session")
 def postgres_server() -> Iterator[PostgresTestServer]:
     """One throwaway cluster; `.ci/run` sets DEX_AGENTS_POSTGRES_REQUIRED=1 so CI cannot skip."""
-    try:
-        server = PostgresTestServer()
-    except PostgresNotAvailable as e:
-        if os.environ.get("DEX_AGENTS_POSTGRES_REQUIRED") == "1":
-            pytest.fail(f"DEX_AGENTS_POSTGRES_REQUIRED=1 but {e}")
-        pytest.skip(str(e))
-    with server:
+    with postgres_or_skip() as server:
         yield server

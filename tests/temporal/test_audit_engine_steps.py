@@ -523,6 +523,19 @@ def test_an_update_refused_while_the_task_fails_is_an_engine_error() -> None:
         raise other
 
 
+async def _one_turn_session(
+    client: Client, tmp_path: Path, flow_type: str, sid: str
+) -> tuple[AgentSessionFlow, SQLiteRuntimeStore, SessionClient]:
+    """A session with one answered turn, and no worker left running."""
+    flow = ledger_flow(make_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="say one")
+        await sessions.wait_for_idle(sid)
+    return flow, store, sessions
+
+
 async def test_a_message_sent_while_the_task_fails_is_delivered_once_a_worker_recovers(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
@@ -531,13 +544,8 @@ async def test_a_message_sent_while_the_task_fails_is_delivered_once_a_worker_re
     Nothing was applied, so the client sends again until a worker completes the
     task: the message arrives once, and its caller never sees the refusal.
     """
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
     sid = "audit-eng-task-failing-recovers"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message="say one")
-        await sessions.wait_for_idle(sid)
+    flow, store, sessions = await _one_turn_session(client, tmp_path, flow_type, sid)
     async with create_worker(client, [_changed_deploy(flow)], store=store):
         first = asyncio.create_task(sessions.send_user_message(sid, "say two"))
         await _wait_for_task_attempt(client, sid, 2)
@@ -563,13 +571,8 @@ async def test_a_task_that_keeps_failing_is_reported_after_the_patience(
     from dex_agents.temporal import _client
 
     monkeypatch.setattr(_client, "TASK_FAILING_PATIENCE", 1.0)
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
     sid = "audit-eng-task-failing-reported"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message="say one")
-        await sessions.wait_for_idle(sid)
+    flow, store, sessions = await _one_turn_session(client, tmp_path, flow_type, sid)
     async with create_worker(client, [_changed_deploy(flow)], store=store):
         first = asyncio.create_task(sessions.send_user_message(sid, "say two"))
         await _wait_for_task_attempt(client, sid, 2)

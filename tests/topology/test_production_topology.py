@@ -28,12 +28,12 @@ from dex_agents.session import ImageReference
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import (
     Ledger,
-    PostgresNotAvailable,
     PostgresTestServer,
     WorkerProcess,
     WorkerProcessConfig,
 )
 from moto_s3 import MotoS3, moto_s3
+from postgres_support import postgres_or_skip
 
 FLOW_FILE = Path(__file__).with_name("topology_flow.py")
 SESSIONS = 20
@@ -47,13 +47,7 @@ pytestmark = pytest.mark.timeout(300)
 @pytest.fixture
 def postgres() -> Iterator[PostgresTestServer]:
     """Its own cluster: the test restarts it."""
-    try:
-        server = PostgresTestServer()
-    except PostgresNotAvailable as e:
-        if os.environ.get("DEX_AGENTS_POSTGRES_REQUIRED") == "1":
-            pytest.fail(f"DEX_AGENTS_POSTGRES_REQUIRED=1 but {e}")
-        pytest.skip(str(e))
-    with server:
+    with postgres_or_skip() as server:
         yield server
 
 
