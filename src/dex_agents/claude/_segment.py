@@ -243,7 +243,7 @@ class Segment:
                     f"{self._stderr.described()}"
                 ) from e
         except Exception as e:
-            # The SDK (0.2.184) raises a plain Exception for a CLI that never
+            # The SDK (0.2.184 to 0.2.189) raises a plain Exception for a CLI that never
             # answered its initialize request (one that exited without a word).
             if not str(e).startswith(_SDK_CONTROL_TIMEOUT):
                 raise
@@ -476,7 +476,7 @@ def _sdk_error_text(err: ClaudeSDKError) -> str:
 
 
 _SDK_STDERR_PLACEHOLDER = "Check stderr output for details"
-"""What the SDK (0.2.184) puts where a failed CLI's stderr would be."""
+"""What the SDK (0.2.184 to 0.2.189) puts where a failed CLI's stderr would be."""
 _SDK_CONTROL_TIMEOUT = "Control request timeout"
 """How the SDK's plain Exception for an unanswered control request begins."""
 

@@ -17,9 +17,9 @@ import jsonschema
 import mcp.types
 from claude_agent_sdk import SdkMcpTool
 
-# The SDK's own schema builder and content mapping (claude-agent-sdk 0.2.184, pinned
-# by the `claude` extra), so a custom tool looks and answers exactly as it would
-# through `create_sdk_mcp_server`.
+# The SDK's own schema builder and content mapping (private, unchanged across the
+# `claude` extra's range 0.2.184 to 0.2.189; `make cli-compat` checks a new one), so
+# a custom tool looks and answers exactly as it would through `create_sdk_mcp_server`.
 from claude_agent_sdk import (
     _build_input_schema as _sdk_input_schema,
 )
