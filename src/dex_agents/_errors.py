@@ -6,6 +6,8 @@ DexAgentsError
 │   ├── InvalidArgumentError  an RPC argument of the wrong type or value (also a
 │   │                         ValueError); nothing was sent or written
 │   ├── InvalidOptionError    Claude agent options the adapter refuses (also a TypeError)
+│   ├── InvalidEditError      an approval's edited input the tool refuses (also a
+│   │                         ValueError); the call stays pending
 │   ├── UnknownSessionError   no session has this ID
 │   ├── UnknownInterruptError
 │   ├── SessionEndedError   the session ended: it takes no more messages or approvals
@@ -47,6 +49,24 @@ class InvalidArgumentError(UserError, ValueError):
 
     def __reduce__(self) -> tuple[type[InvalidArgumentError], tuple[str, str]]:
         return (InvalidArgumentError, (self.argument, self.message))
+
+
+class InvalidEditError(UserError, ValueError):
+    """An approval's edited input that the tool refuses; the call stays pending.
+
+    The runner checked the edit against the tool's input schema and decided
+    its policy again: `field` names the input field at fault (`"orderId"`,
+    `"items[0].sku"`; empty for the input as a whole). Nothing was resolved:
+    approve again with a fixed edit, without one, or reject.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def __reduce__(self) -> tuple[type[InvalidEditError], tuple[str, str]]:
+        return (InvalidEditError, (self.field, self.message))
 
 
 class InvalidOptionError(UserError, TypeError):

@@ -36,6 +36,7 @@ from dex_agents.session import (
     SessionInput,
     SessionState,
     ToolCall,
+    ToolCallEdit,
     ToolPolicy,
     ToolRecord,
     Transition,
@@ -66,6 +67,7 @@ from dex_agents.session import (
     settle_approval,
     start_turn,
     starting_state,
+    waiting_call,
 )
 
 Change = Callable[[SessionState], "Transition | UpdateOutcome | SessionState"]
@@ -730,7 +732,7 @@ def test_who_resolved_a_call_is_on_the_interrupt_the_record_and_the_event() -> N
     assert carried(rejecting.state).interrupts["intr-1"].resolved_by == "bob"
 
 
-def test_a_deadline_that_passes_rejects_the_call() -> None:
+def test_a_deadline_that_passes_expires_the_call_rather_than_rejecting_it() -> None:
     state = waiting(REFUND)
     past = advance(state, OPTIONS, now=NOW + timedelta(minutes=6))
     assert past.step == AwaitApprovalStep(interrupt_id="intr-1", timeout=timedelta(0))
@@ -743,24 +745,44 @@ def test_a_deadline_that_passes_rejects_the_call() -> None:
         state.interrupts["intr-1"],
         resolved=True,
         approved=False,
+        expired=True,
         rejection_message=message,
     )
     assert settled.state.active is not None
-    assert settled.state.active.records == [
-        ToolRecord(
-            tool_call_id="call-refund",
-            tool_name="create_refund",
-            arguments={"orderId": "7"},
-            status="rejected",
-            rejection_message=message,
-        )
-    ]
+    record = ToolRecord(
+        tool_call_id="call-refund",
+        tool_name="create_refund",
+        arguments={"orderId": "7"},
+        status="expired",
+        rejection_message=message,
+    )
+    assert settled.state.active.records == [record]
     assert settled.events[0].data == {
         "interrupt_id": "intr-1",
         "approved": False,
         "rejection_message": message,
         "resolved_by": None,
+        "expired": True,
     }
+    # The model is told nobody refused it, not that the user rejected it.
+    assert "expired" in record.model_text
+    assert "rejected" not in record.model_text
+
+
+def test_a_resolution_that_landed_before_the_timeout_is_not_expired() -> None:
+    state = waiting(REFUND)
+    approved = apply_resolution(
+        state,
+        interrupt_id="intr-1",
+        approved=True,
+        rejection_message=None,
+        update_id="u",
+    ).state
+
+    settled = settle_approval(approved, timed_out=True)
+
+    assert turn(settled.state).phase == "execute"
+    assert not settled.state.interrupts["intr-1"].expired
 
 
 def test_a_tool_result_is_recorded_with_its_output_reference() -> None:
@@ -1328,8 +1350,7 @@ def test_an_expired_approval_is_a_tool_outcome_event_of_its_own() -> None:
     assert (
         finished.data["rejection_message"] == "no approval arrived before the deadline"
     )
-    # The record still says rejected: the model reads the deadline's message.
-    assert turn(settled.state).records[0].status == "rejected"
+    assert turn(settled.state).records[0].status == "expired"
 
 
 # ----- ending a session ---------------------------------------------------------
@@ -1446,3 +1467,81 @@ def test_an_ended_session_refuses_messages_and_resolutions() -> None:
 def test_an_ending_state_survives_continue_as_new() -> None:
     ended = end_session(waiting(REFUND), reason="r", update_id="end-1").state
     assert carried(ended) == replace(ended, runs=ended.runs + 1)
+
+
+# ----- approving with an edited input ---------------------------------------------
+
+
+def test_an_edited_approval_runs_the_edited_call_and_keeps_the_original() -> None:
+    state = waiting(REFUND, EMAIL)
+    edited = replace(REFUND, arguments={"orderId": "8"})
+    assert waiting_call(state, "intr-1") == REFUND
+
+    outcome = apply_resolution(
+        state,
+        interrupt_id="intr-1",
+        approved=True,
+        rejection_message=None,
+        update_id="edit-1",
+        resolved_by="ana",
+        edited_call=edited,
+    )
+
+    assert outcome.answer
+    assert waiting_call(outcome.state, "intr-1") is None  # resolved now
+    settled = settle_approval(outcome.state)
+    step = advance(settled.state, OPTIONS, now=NOW).step
+    assert isinstance(step, CallToolStep)
+    assert step.call.arguments == {"orderId": "8"}  # what runs is the edit
+    assert step.call.edit == ToolCallEdit(
+        original_arguments={"orderId": "7"}, edited_by="ana"
+    )
+    assert settled.events[0].data == {
+        "interrupt_id": "intr-1",
+        "approved": True,
+        "rejection_message": None,
+        "resolved_by": "ana",
+        "edited_arguments": {"orderId": "8"},
+        "original_arguments": {"orderId": "7"},
+        "edited_by": "ana",
+    }
+    recorded = record_outcome(
+        advance(settled.state, OPTIONS, now=NOW).state, output="r-8"
+    )
+    record = turn(recorded.state).records[0]
+    assert (record.arguments, record.edit) == ({"orderId": "8"}, step.call.edit)
+    assert record.model_text.startswith("r-8")
+    assert 'it ran with: {"orderId": "8"}' in record.model_text
+    # The record keeps both inputs through continue-as-new.
+    assert turn(carried(recorded.state)).records[0] == record
+
+
+def test_an_edit_with_a_rejection_is_ignored_and_a_repeat_changes_nothing() -> None:
+    state = waiting(REFUND)
+    edited = replace(REFUND, arguments={"orderId": "8"})
+    rejected = apply_resolution(
+        state,
+        interrupt_id="intr-1",
+        approved=False,
+        rejection_message="no",
+        update_id="r-1",
+        edited_call=edited,
+    ).state
+    assert turn(rejected).calls[0] == REFUND
+
+    again = apply_resolution(
+        rejected,
+        interrupt_id="intr-1",
+        approved=True,
+        rejection_message=None,
+        update_id="r-2",
+        edited_call=edited,
+    )
+    assert (again.answer, again.state) == (False, rejected)
+
+
+def test_a_call_after_an_expired_one_in_the_same_reply_is_skipped() -> None:
+    settled = settle_approval(waiting(REFUND, EMAIL), timed_out=True)
+    moved = advance(settled.state, OPTIONS, now=NOW)
+    statuses = [r.status for r in turn(moved.state).records]
+    assert statuses == ["expired", "skipped"]

@@ -109,30 +109,6 @@ async def test_run_model_retry_then_success(harness: Harness) -> None:
     assert snap.transcript_head == "turn-1/run_model/1/attempt-2"
 
 
-async def test_interrupt_deadline_rejects(
-    client: Client, tmp_path: Path, flow_type: str
-) -> None:
-    config = make_config(tmp_path, flow_type, interrupt_deadline_seconds=1.0)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(
-            "deadline", initial_message='call create_refund {"orderId": "1"}'
-        )
-        snap = await sessions.wait_for_idle("deadline")
-        assert snap.pending_interrupts[0].deadline is not None
-        async with asyncio.timeout(30):
-            while (snap := await sessions.snapshot("deadline")).turns[
-                0
-            ].status != "completed":
-                await asyncio.sleep(0.1)
-        (record,) = snap.turns[0].tool_calls
-        assert record.status == "rejected"
-        assert record.rejection_message == "no approval arrived before the deadline"
-    await store.close()
-
-
 async def test_events_can_be_followed_while_the_turn_runs(harness: Harness) -> None:
     sid = harness.session_id()
     await harness.sessions.start(sid, initial_message="stream 6 ;; pause midway")

@@ -220,7 +220,10 @@ class ToolPermissions:
                 kind="replay", tool_name=tool_name, arguments=arguments, record=record
             )
             self._gate.decide(call_id, decision)
-            return _output("allow", "", updated_input=arguments)
+            # An edited input runs; the model reads that a person changed it.
+            return _output(
+                "allow", "", updated_input=arguments, context=record.edited_note
+            )
         # A hook denial would reach the model as "PreToolUse:<tool> hook error:";
         # `ask` sends the call to can_use_tool, whose denial text arrives as is.
         decision = Decision(kind="ask", tool_name=tool_name, record=record)
@@ -435,6 +438,7 @@ def _output(
     *,
     updated_input: dict[str, Any] | None = None,
     outcome: AppHookOutcome | None = None,
+    context: str = "",
 ) -> HookJSONOutput:
     specific: dict[str, Any] = {
         "hookEventName": "PreToolUse",
@@ -449,5 +453,7 @@ def _output(
         output.update(outcome.common)
         if outcome.additional_context:
             specific["additionalContext"] = "\n".join(outcome.additional_context)
+    if context:
+        specific["additionalContext"] = context
     output["hookSpecificOutput"] = specific
     return cast(HookJSONOutput, output)

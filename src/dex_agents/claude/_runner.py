@@ -11,6 +11,7 @@ from claude_agent_sdk import ClaudeAgentOptions
 from .._errors import ToolExecutionError, UserError
 from ..session import (
     DeferredToolExecution,
+    EditContext,
     ImageReference,
     JsonObject,
     RunModelContext,
@@ -25,6 +26,7 @@ from ..session import (
     set_current_deferred_tool_execution,
 )
 from ._definition import ClaudeAgentDefinition, ClaudeAgentOptionsContext
+from ._edits import check_edited_call
 from ._options import check_options
 from ._segment import Segment, SegmentSetup
 from ._sources import SOURCE_CALL_KIND, execute_source_call, segment_tools
@@ -214,6 +216,19 @@ class ClaudeAgentRunner:
             else:
                 parts.append(f"[{block.get('type', 'unknown')} content omitted]")
         return ToolOutcome(output="\n".join(parts), images=tuple(images))
+
+    async def check_edited_call(
+        self, call: ToolCall, arguments: JsonObject, context: EditContext
+    ) -> ToolCall:
+        """`call` with a person's edit of its input, checked; see `_edits`.
+
+        Raises:
+            InvalidEditError: the edit does not fit the tool's schema, or the
+                source or the application refuses it.
+        """
+        return await check_edited_call(
+            self.definition, self._tools, call, arguments, context
+        )
 
     def tool_call_step_options(self, call: ToolCall) -> ToolStepOptions:
         """The tool Step options of a source call: its source's; otherwise the session's."""

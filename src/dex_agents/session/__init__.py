@@ -50,6 +50,7 @@ from ._records import (
     MessageRole,
     StoredMessage,
     ToolCall,
+    ToolCallEdit,
     ToolOutcome,
     ToolRecord,
     ToolRecordStatus,
@@ -59,6 +60,7 @@ from ._records import (
 )
 from ._runner import (
     AgentFrameworkRunner,
+    EditContext,
     ImageMessageBuilder,
     ResumeState,
     RunModelContext,
@@ -132,6 +134,7 @@ from ._turns import (
     settle_approval,
     start_turn,
     starting_state,
+    waiting_call,
 )
 from ._usage import ModelCallMetadata, Usage
 
@@ -146,6 +149,7 @@ __all__ = [
     "CallToolStep",
     "ContinueAsNewStep",
     "DeferredToolExecution",
+    "EditContext",
     "EventPayload",
     "EventRecord",
     "EventSink",
@@ -192,6 +196,7 @@ __all__ = [
     "TextDeltaEvent",
     "ToolCall",
     "ToolCallAttemptFailedEvent",
+    "ToolCallEdit",
     "ToolCallFinishedEvent",
     "ToolCallStartedEvent",
     "ToolCallsRequested",
@@ -260,4 +265,5 @@ __all__ = [
     "turn_failure_note",
     "turn_number",
     "turn_summary",
+    "waiting_call",
 ]

@@ -43,11 +43,7 @@ AgentEventType = Literal[
 ToolOutcomeStatus = Literal[
     "finished", "failed", "outcome_unknown", "rejected", "expired", "skipped"
 ]
-"""How a tool call ended, as `tool_call_finished` says it.
-
-The call's record says `rejected` for an expired approval too (with the
-deadline's message); the event tells the two apart.
-"""
+"""How a tool call ended, as `tool_call_finished` says it (its record says the same)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -234,6 +230,17 @@ class InterruptResolvedEvent:
     rejection_message: str | None = None
     resolved_by: str | None = None
     """Who decided, when the resolution named them; None for a deadline or an end."""
+    expired: bool = False
+    """The deadline passed with no answer: nobody refused the call."""
+    edited_arguments: JsonObject | None = None
+    """Approved with an edited input: the input that runs (empty when long, then
+    `edited_arguments_ref` holds it). The model's own is in `original_arguments`."""
+    edited_arguments_ref: BlobReference | None = None
+    original_arguments: JsonObject | None = None
+    """What the model asked for, when a person edited it (see `edited_arguments`)."""
+    original_arguments_ref: BlobReference | None = None
+    edited_by: str | None = None
+    """Who edited the input (the resolution's `resolved_by`)."""
     timestamp: str = ""
 
 
@@ -265,11 +272,25 @@ EventPayload = Annotated[
 
 _PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
 
+_SET_ONLY = (
+    "expired",
+    "edited_arguments",
+    "edited_arguments_ref",
+    "original_arguments",
+    "original_arguments_ref",
+    "edited_by",
+)
+"""Fields added after 0.1 that events carry only when set: the events of an approval
+without an edit or expiry stay what they were."""
+
 
 def agent_event(payload: EventPayload) -> AgentEvent:
     """The `AgentEvent` that carries `payload` (an empty timestamp is left for the writer)."""
     data = _PAYLOAD.dump_python(payload, mode="json")
     del data["type"]
+    for name in _SET_ONLY:
+        if data.get(name) in (None, False):
+            data.pop(name, None)
     if not data.get("timestamp"):
         data.pop("timestamp", None)
     return AgentEvent(type=payload.type, data=data)

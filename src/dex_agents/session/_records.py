@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextvars
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
@@ -13,13 +14,20 @@ from ._media import ImageReference
 from ._policy import ToolPolicy
 
 ToolRecordStatus = Literal[
-    "finished", "failed", "rejected", "outcome_unknown", "skipped"
+    "finished", "failed", "rejected", "expired", "outcome_unknown", "skipped"
 ]
 """How a deferred call ended.
 
-`skipped` marks a later call of one reply that never ran because an earlier call
-of the same reply was rejected or did not finish.
+`expired` marks a call whose approval deadline passed with no answer: nobody
+refused it, and the model is told so. `skipped` marks a later call of one reply
+that never ran because an earlier call of the same reply was rejected, expired
+or did not finish.
 """
+
+EDITED_NOTE = "A person edited this call's input before approving it; it ran with"
+"""How the model learns that what ran is not what it asked for (then the input)."""
+EDITED_NOTE_LIMIT = 2000
+"""Characters of the edited input the note shows: the tool saw it whole."""
 
 MessageRole = Literal["user", "assistant", "tool", "note"]
 
@@ -44,6 +52,20 @@ class ToolCall:
     """Set while the call travels through the engine with long arguments: `arguments`
     is then empty and the JSON of the whole arguments is this runtime store blob.
     Runners and tool handlers only see whole calls."""
+    edit: ToolCallEdit | None = None
+    """Set when a person edited the input when approving: `arguments` are then the
+    edited input (what runs) and this keeps what the model asked for."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallEdit:
+    """What the model asked for, kept when a person approved an edited input instead."""
+
+    original_arguments: JsonObject
+    original_arguments_ref: BlobReference | None = None
+    """Set when the original input was long (see `ToolCall.arguments_ref`)."""
+    edited_by: str | None = None
+    """Who edited (the resolution's `resolved_by`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -81,15 +103,34 @@ class ToolRecord:
     resolved_by: str | None = None
     """Who approved or rejected the call (its interrupt's `resolved_by`): kept on the
     record because the interrupt leaves the state with its turn."""
+    edit: ToolCallEdit | None = None
+    """The call's `edit`: `arguments` ran in place of `edit.original_arguments`."""
+
+    @property
+    def edited_note(self) -> str:
+        """The note the model reads after the result of an edited call ("" if none)."""
+        if self.edit is None:
+            return ""
+        shown = json.dumps(self.arguments, ensure_ascii=False, sort_keys=True)
+        if len(shown) > EDITED_NOTE_LIMIT:
+            shown = f"{shown[:EDITED_NOTE_LIMIT]}…"
+        return f"{EDITED_NOTE}: {shown}"
 
     @property
     def model_text(self) -> str:
         """The text the model reads for this call."""
         match self.status:
             case "finished" | "failed":
-                return self.output or ""
+                note = self.edited_note
+                return f"{self.output or ''}\n\n({note})" if note else self.output or ""
             case "rejected":
                 return f"The user rejected this call: {self.rejection_message or ''}"
+            case "expired":
+                return (
+                    f"{self.tool_name} did not run: its approval expired "
+                    f"({self.rejection_message or 'no answer before the deadline'}). "
+                    "Nobody refused it; ask the user before calling it again."
+                )
             case "outcome_unknown":
                 return (
                     f"The outcome of {self.tool_name} is unknown: it started but did "

@@ -98,6 +98,17 @@ class RunModelContext:
     resume: ResumeState | None = None
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EditContext:
+    """What a runner may use to check a person's edit of a waiting call."""
+
+    session_id: str
+    flow_type: str
+    turn_id: str
+    tool_policies: dict[str, ToolPolicy]
+    default_tool_effect: ToolEffect
+
+
 class AgentFrameworkRunner(Protocol):
     """What a framework adapter implements to run as a durable session.
 
@@ -128,6 +139,23 @@ class AgentFrameworkRunner(Protocol):
 
     def validate_session_options(self, *, compaction: object | None) -> None:
         """Raise `UserError` for session options this framework cannot honor."""
+        ...
+
+    async def check_edited_call(
+        self, call: ToolCall, arguments: JsonObject, context: EditContext
+    ) -> ToolCall:
+        """The call `call` becomes when a person approves it with `arguments` instead.
+
+        Check `arguments` against the tool's input schema and decide the call's
+        policy again on them (an application's per-input decision included);
+        return the call with them. It runs on the worker that holds the
+        session, before the approval is applied: keep it quick and free of
+        side effects.
+
+        Raises:
+            InvalidEditError: the tool refuses the edit (name the field); the
+                call stays pending.
+        """
         ...
 
 

@@ -64,6 +64,9 @@ class Interrupt:
     at_least_once: bool = False
     """Approved, the call runs inside the model segment (a tool of the Claude CLI,
     such as Bash), which a crash reruns: it may run more than once."""
+    expired: bool = False
+    """Its deadline passed with no answer (then `approved` is False): an expiry, not
+    a person's refusal."""
 
 
 @dataclass(kw_only=True)

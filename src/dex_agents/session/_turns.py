@@ -61,7 +61,7 @@ from ._pending import (
     failure_note,
 )
 from ._policy import ToolStep
-from ._records import ToolCall, ToolRecord, ToolRecordStatus
+from ._records import ToolCall, ToolCallEdit, ToolRecord, ToolRecordStatus
 from ._state import (
     KEEP_RESOLVED_INTERRUPTS,
     ActiveTurn,
@@ -288,7 +288,8 @@ def advance(
                     continue
                 call = active.calls[active.call_index]
                 if any(
-                    r.status in ("rejected", "outcome_unknown") for r in active.records
+                    r.status in ("rejected", "expired", "outcome_unknown")
+                    for r in active.records
                 ):
                     skipped = _record_of(call, "skipped")
                     state = _record(state, skipped)
@@ -467,37 +468,53 @@ def approval_settled(state: SessionState, interrupt_id: str) -> bool:
 def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transition:
     """The approval wait ended: by a resolution, by the deadline, or for continue-as-new.
 
-    Approved, the call goes to execute; rejected (by a person or by the
-    deadline), it gets a `rejected` record and the rest of its reply is
-    skipped. Still unresolved, the state continues as new and waits again.
+    Approved, the call goes to execute (with the edited input, if a person
+    edited it); rejected by a person (or by ending the session), it gets a
+    `rejected` record; with its deadline passed, an `expired` one (nobody
+    refused it, and the model is told so). After either, the rest of its reply
+    is skipped. Still unresolved, the state continues as new and waits again.
     """
     active = _active(state)
     assert active.interrupt_id is not None
     interrupt = state.interrupts[active.interrupt_id]
-    if timed_out:
+    if timed_out and not interrupt.resolved:
         interrupt = replace(
-            interrupt, resolved=True, approved=False, rejection_message=DEADLINE_PASSED
+            interrupt,
+            resolved=True,
+            approved=False,
+            expired=True,
+            rejection_message=DEADLINE_PASSED,
         )
         interrupts = {**state.interrupts, interrupt.interrupt_id: interrupt}
         state = replace(state, interrupts=interrupts)
     if not interrupt.resolved:
         return Transition(state=state, step=ContinueAsNewStep())
+    call = active.calls[active.call_index]
+    edit = call.edit if interrupt.approved else None
     resolved = InterruptResolvedEvent(
         interrupt_id=interrupt.interrupt_id,
         approved=bool(interrupt.approved),
         rejection_message=interrupt.rejection_message,
         resolved_by=interrupt.resolved_by,
+        expired=interrupt.expired,
+        edited_arguments=call.arguments if edit is not None else None,
+        edited_arguments_ref=call.arguments_ref if edit is not None else None,
+        original_arguments=edit.original_arguments if edit is not None else None,
+        original_arguments_ref=edit.original_arguments_ref
+        if edit is not None
+        else None,
+        edited_by=edit.edited_by if edit is not None else None,
     )
     events = [agent_event(resolved)]
     if interrupt.approved:
         state = replace(state, active=replace(active, phase="execute"))
     else:
-        rejected = replace(
-            _record_of(active.calls[active.call_index], "rejected"),
+        refused = replace(
+            _record_of(call, "expired" if interrupt.expired else "rejected"),
             rejection_message=interrupt.rejection_message or "",
         )
-        state = _record(state, rejected)
-        events.append(_finished_event(rejected, expired=timed_out))
+        state = _record(state, refused)
+        events.append(_finished_event(refused))
     return Transition(state=state, events=tuple(events), step=PublishStep())
 
 
@@ -634,6 +651,7 @@ def apply_resolution(
     rejection_message: str | None,
     update_id: str | None,
     resolved_by: str | None = None,
+    edited_call: ToolCall | None = None,
 ) -> UpdateOutcome:
     """Approve or reject a waiting call; a repeat answers False and changes nothing.
 
@@ -642,19 +660,24 @@ def apply_resolution(
     the `interrupt_resolved` event all name them, and a crash cannot lose it.
     A client retry of the Update that resolved it (the same Update ID, maybe
     across continue-as-new) is the same request: it answers True.
+
+    `edited_call` approves the call with a person's edit of its input: the
+    call as the runner checked and decided it again (`edited_call`), which
+    runs in place of the waiting one and keeps the original in its `edit`.
     """
     interrupt = state.interrupts.get(interrupt_id)
     if interrupt is None or interrupt.resolved:
         applied = update_id is not None and update_id in state.update_ids
         return UpdateOutcome(state=state, answer=applied)
     update_ids, _ = _remember(state.update_ids, update_id)
+    resolved_by = None if resolved_by is None else preview(resolved_by, NAME_LIMIT)
     interrupt = replace(
         interrupt,
         resolved=True,
         approved=approved,
         rejection_message=rejection_message,
         # A name, but given by a caller: bounded, since the state carries it.
-        resolved_by=None if resolved_by is None else preview(resolved_by, NAME_LIMIT),
+        resolved_by=resolved_by,
     )
     resolved = replace(
         state,
@@ -662,7 +685,48 @@ def apply_resolution(
         version=state.version + 1,
         update_ids=update_ids,
     )
+    if edited_call is not None and approved:
+        resolved = _edited(resolved, interrupt, edited_call, resolved_by)
     return UpdateOutcome(state=resolved, answer=True)
+
+
+def waiting_call(state: SessionState, interrupt_id: str) -> ToolCall | None:
+    """The call that waits under `interrupt_id`, or None when none waits there now."""
+    active = state.active
+    interrupt = state.interrupts.get(interrupt_id)
+    if (
+        active is None
+        or interrupt is None
+        or interrupt.resolved
+        or active.interrupt_id != interrupt_id
+    ):
+        return None
+    call = active.calls[active.call_index]
+    return call if call.tool_call_id == interrupt.tool_call_id else None
+
+
+def _edited(
+    state: SessionState,
+    interrupt: Interrupt,
+    edited: ToolCall,
+    edited_by: str | None,
+) -> SessionState:
+    """`state` with the waiting call replaced by its edit, the original kept in it."""
+    active = _active(state)
+    call = active.calls[active.call_index]
+    assert call.tool_call_id == edited.tool_call_id == interrupt.tool_call_id
+    kept = call.edit or ToolCallEdit(
+        original_arguments=call.arguments, original_arguments_ref=call.arguments_ref
+    )
+    edited = replace(
+        edited,
+        tool_call_id=call.tool_call_id,
+        tool_name=call.tool_name,
+        edit=replace(kept, edited_by=edited_by),
+    )
+    calls = [*active.calls]
+    calls[active.call_index] = edited
+    return replace(state, active=replace(active, calls=calls))
 
 
 def check_end(state: SessionState, *, force: bool) -> Refusal | None:
@@ -768,7 +832,7 @@ def _rerun(state: SessionState, attempts: int) -> SessionState:
     return replace(state, active=replace(active, reruns=active.reruns + attempts - 1))
 
 
-def _finished_event(record: ToolRecord, *, expired: bool = False) -> AgentEvent:
+def _finished_event(record: ToolRecord) -> AgentEvent:
     """The `tool_call_finished` event of an outcome only the session knows.
 
     Finished and failed calls get theirs from the Step that ran them.
@@ -777,7 +841,7 @@ def _finished_event(record: ToolRecord, *, expired: bool = False) -> AgentEvent:
     finished = ToolCallFinishedEvent(
         tool_call_id=record.tool_call_id,
         tool_name=record.tool_name,
-        status="expired" if expired else status,
+        status=status,
         error=clip(record.output) if status == "outcome_unknown" else None,
         rejection_message=record.rejection_message,
         attempts=record.attempts,
@@ -816,6 +880,7 @@ def _record_of(call: ToolCall, status: ToolRecordStatus) -> ToolRecord:
         arguments=call.arguments,
         arguments_ref=call.arguments_ref,
         status=status,
+        edit=call.edit,
     )
 
 

@@ -20,11 +20,11 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from .._errors import SessionError, ToolExecutionError, UserError
+from .._errors import InvalidEditError, SessionError, ToolExecutionError, UserError
 from ..session import (
     INLINE_TEXT_LIMIT,
     AgentEvent,
@@ -32,6 +32,7 @@ from ..session import (
     AgentSessionOptions,
     BlobReference,
     DeferredToolExecution,
+    EditContext,
     EventRecord,
     JsonObject,
     JsonValue,
@@ -62,6 +63,8 @@ from ._events import StoreEventSink
 from ._models import (
     CallToolInput,
     CallToolOutput,
+    CheckEditInput,
+    CheckEditOutput,
     PublishInput,
     RunModelInput,
     RunModelOutput,
@@ -569,4 +572,44 @@ def build_activities(
             store, input.session_id, input.turn_id, input.first_seq, input.events
         )
 
-    return [run_model, call_tool, call_single_attempt_tool, publish]
+    @activity.defn(name=names.check_edit)
+    async def check_edit(input: CheckEditInput) -> CheckEditOutput:
+        """The runner's check of a person's edit; a refusal is an answer, not a failure."""
+        call = input.call
+        if call.arguments_ref is not None:
+            arguments = await read_arguments(
+                store, input.session_id, call.arguments_ref
+            )
+            call = replace(call, arguments=arguments, arguments_ref=None)
+        edited = input.edited_input
+        if input.edited_input_ref is not None:
+            try:
+                edited = await read_arguments(
+                    store, input.session_id, input.edited_input_ref
+                )
+            except ValidationError as err:
+                return CheckEditOutput(
+                    problem=f"the stored edited input is not a JSON object: {err}"
+                )
+        assert edited is not None
+        context = EditContext(
+            session_id=input.session_id,
+            flow_type=flow_type,
+            turn_id=input.turn_id,
+            tool_policies=dict(options.tool_policies),
+            default_tool_effect=options.default_tool_effect,
+        )
+        try:
+            checked = await runner.check_edited_call(call, dict(edited), context)
+        except InvalidEditError as err:
+            return CheckEditOutput(problem=err.message, field=err.field)
+        checked = replace(
+            checked,
+            tool_call_id=call.tool_call_id,
+            tool_name=call.tool_name,
+        )
+        return CheckEditOutput(
+            call=await store_long_arguments(store, input.session_id, checked)
+        )
+
+    return [run_model, call_tool, call_single_attempt_tool, publish, check_edit]

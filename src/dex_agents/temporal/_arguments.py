@@ -20,6 +20,7 @@ This module is pure: the workflow imports it.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -30,9 +31,11 @@ from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
 from .._errors import InvalidArgumentError
-from ..session import BlobReference, ImageReference
+from ..session import INLINE_TEXT_LIMIT, BlobReference, ImageReference
 from ._models import EndSessionInput, ResolveInterruptInput, UserMessageInput
 
+MAX_INLINE_EDIT_BYTES = 4 * INLINE_TEXT_LIMIT
+"""Bytes (JSON, UTF-8) of an edited input sent inside the Update; more travels by reference."""
 MAX_ID_BYTES = 1000
 """The longest session or interrupt ID, in UTF-8 bytes (Temporal's default for IDs)."""
 INVALID_ARGUMENT = "InvalidArgument"
@@ -227,6 +230,107 @@ def check_resolution_input(input: ResolveInterruptInput) -> None:
     _check_decoded_flag(input, "approved")
     check_text("rejection_message", input.rejection_message, optional=True)
     check_text("resolved_by", input.resolved_by, optional=True)
+    check_edit(input)
+
+
+def check_edit(input: ResolveInterruptInput) -> None:
+    """Refuse an edited input that is not a JSON object, or that is not an approval.
+
+    Raises:
+        InvalidArgumentError: `edited_input` is not a JSON object of valid text,
+            is too long to send inline, comes with `edited_input_ref` or with a
+            rejection.
+    """
+    if input.edited_input_ref is not None and not isinstance(  # pyright: ignore[reportUnnecessaryIsInstance]
+        input.edited_input_ref, BlobReference
+    ):
+        raise InvalidArgumentError(
+            "edited_input_ref",
+            "`edited_input_ref` must be a blob reference or None, got "
+            f"{shown(input.edited_input_ref)}",
+        )
+    if input.edited_input is None:
+        return
+    if input.edited_input_ref is not None:
+        raise InvalidArgumentError(
+            "edited_input",
+            "pass `edited_input` or `edited_input_ref`, not both",
+        )
+    check_json_object("edited_input", input.edited_input)
+    if input.approved is not True:
+        raise InvalidArgumentError(
+            "edited_input",
+            "`edited_input` approves the call with an edited input; pass "
+            "approved=True with it, or reject without it",
+        )
+    size = len(json.dumps(input.edited_input, ensure_ascii=False).encode())
+    if size > MAX_INLINE_EDIT_BYTES:
+        raise InvalidArgumentError(
+            "edited_input",
+            f"`edited_input` of {size:,} bytes must travel by reference (more than "
+            f"{MAX_INLINE_EDIT_BYTES:,} bytes inline); resolve with "
+            "`dex_agents.resolve_interrupt` or `SessionClient`, which store it first",
+        )
+
+
+def check_json_object(argument: str, value: object) -> None:
+    """Refuse a value that is not a JSON object: `str` keys, JSON values, valid text.
+
+    Raises:
+        InvalidArgumentError: it is not, naming where inside it.
+    """
+    if not isinstance(value, Mapping):
+        raise InvalidArgumentError(
+            argument,
+            f"`{argument}` must be a JSON object (a dict with str keys), got "
+            f"{shown(value)}",
+        )
+    _check_json(argument, argument, value, depth=0)
+
+
+_MAX_JSON_DEPTH = 100
+
+
+def _check_json(argument: str, where: str, value: object, *, depth: int) -> None:
+    if depth > _MAX_JSON_DEPTH:
+        raise InvalidArgumentError(
+            argument,
+            f"`{where}` nests deeper than {_MAX_JSON_DEPTH} levels; pass a flatter value",
+        )
+    if value is None or isinstance(value, bool | int):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidArgumentError(
+                argument, f"`{where}` is {value!r}, which JSON cannot carry"
+            )
+        return
+    if isinstance(value, str):
+        problem = _unicode_problem(where, value)
+        if problem is not None:
+            raise InvalidArgumentError(argument, problem.message)
+        return
+    if isinstance(value, Mapping):
+        items: Mapping[object, object] = value  # pyright: ignore[reportUnknownVariableType]
+        for key, item in items.items():
+            if not isinstance(key, str):
+                raise InvalidArgumentError(
+                    argument,
+                    f"`{where}` has the key {shown(key)}; JSON object keys are strings",
+                )
+            _check_json(argument, f"{where}[{key!r}]", key, depth=depth + 1)
+            _check_json(argument, f"{where}[{key!r}]", item, depth=depth + 1)
+        return
+    if isinstance(value, list | tuple):
+        sequence: Sequence[object] = value  # pyright: ignore[reportUnknownVariableType]
+        for index, item in enumerate(sequence):
+            _check_json(argument, f"{where}[{index}]", item, depth=depth + 1)
+        return
+    raise InvalidArgumentError(
+        argument,
+        f"`{where}` is {shown(value)}, which is not a JSON value (use str, int, "
+        "float, bool, None, list or dict)",
+    )
 
 
 def check_end_input(input: EndSessionInput) -> None:

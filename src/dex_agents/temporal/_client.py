@@ -4,12 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import replace
 from datetime import timedelta
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter
 from temporalio.client import (
@@ -28,6 +36,7 @@ from .._errors import (
     EngineError,
     IdleTimeoutError,
     InvalidArgumentError,
+    InvalidEditError,
     NoWorkerError,
     SessionBusyError,
     SessionEndedError,
@@ -40,6 +49,7 @@ from ..session import (
     MAX_USER_MESSAGE_BYTES,
     EventRecord,
     ImageReference,
+    JsonObject,
     blob_reference,
     preview,
 )
@@ -47,9 +57,11 @@ from ..stores import RuntimeStore
 from ._activities import read_arguments
 from ._arguments import (
     INVALID_ARGUMENT,
+    MAX_INLINE_EDIT_BYTES,
     check_count,
     check_flag,
     check_images,
+    check_json_object,
     check_resolution_input,
     check_session_id,
     check_text,
@@ -68,6 +80,8 @@ from ._models import (
 from ._plugin import plugin_store
 from ._snapshot import AgentSnapshot, turn_number
 from ._workflow import (
+    EDIT_UNCHECKED,
+    INVALID_EDIT,
     INVALID_MESSAGE,
     NO_IMAGES,
     QUEUE_FULL,
@@ -136,6 +150,11 @@ def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
             if cause.type == INVALID_ARGUMENT:
                 argument = cause.details[0] if cause.details else ""
                 raise InvalidArgumentError(str(argument), cause.message) from err
+            if cause.type == INVALID_EDIT:
+                field = cause.details[0] if cause.details else ""
+                raise InvalidEditError(str(field), cause.message) from err
+            if cause.type == EDIT_UNCHECKED:
+                raise EngineError(cause.message) from err
             if cause.type in (INVALID_MESSAGE, QUEUE_FULL, NO_IMAGES):
                 raise UserError(cause.message) from err
             if cause.type == SESSION_ENDED:
@@ -393,8 +412,10 @@ async def resolve_interrupt(
     rejection_message: str | None = None,
     timeout: timedelta | float | None = None,
     resolved_by: str | None = None,
+    edited_input: Mapping[str, Any] | None = None,
+    store: RuntimeStore | None = None,
 ) -> bool:
-    """Approve or reject a pending tool call.
+    """Approve or reject a pending tool call, or approve it with an edited input.
 
     `resolved_by` names who decided: the session records it with the
     resolution (the interrupt, the call's record, the `interrupt_resolved`
@@ -408,9 +429,19 @@ async def resolve_interrupt(
     answer of an interrupt is the one that applies. Without
     `timeout`, the call waits for a worker as long as it takes.
 
+    `edited_input` (with `approved=True`) approves the call with this input
+    instead of the model's: the worker checks it against the tool's schema and
+    decides its policy again, the call runs with it, and its record and the
+    `interrupt_resolved` event keep both inputs and who edited (`resolved_by`).
+    The model reads the result with a note that a person edited the input. An
+    edit longer than `MAX_INLINE_EDIT_BYTES` goes to `store` first. An edit is
+    never recorded without a worker: it needs the check.
+
     Raises:
         InvalidArgumentError: an argument has the wrong type or value, such as
             an `approved` that is not a bool (nothing is sent or recorded).
+        InvalidEditError: the tool refuses `edited_input` (`field` names where);
+            the call stays pending.
         UnknownSessionError: no session has this ID.
         UnknownInterruptError: the session never created `interrupt_id`.
         NoWorkerError: no worker took it within `timeout`. `recorded` is True
@@ -420,12 +451,21 @@ async def resolve_interrupt(
     """
     del flow
     check_session_id(session_id)
+    edit = None if edited_input is None else cast(JsonObject, edited_input)
     resolution = ResolveInterruptInput(
         interrupt_id=interrupt_id,
         approved=approved,
         rejection_message=rejection_message,
         resolved_by=resolved_by,
+        edited_input=edit,
     )
+    if edit is not None:
+        # Every check before the store is written: a refused call writes nothing.
+        check_resolution_input(replace(resolution, edited_input={}))
+        check_json_object("edited_input", edit)
+        resolution = await _edit_by_reference(
+            session_id, resolution, store or plugin_store(client)
+        )
     check_resolution_input(resolution)
     check_timeout(timeout)
     deadline = Deadline(timeout_seconds(timeout))
@@ -442,6 +482,14 @@ async def resolve_interrupt(
         )
     if taken:
         return bool(changed)
+    if resolution.edited:
+        raise NoWorkerError(
+            session_id,
+            f"the edited approval of interrupt {interrupt_id!r} (an edit needs a "
+            "worker to check it, so it is never recorded without one)",
+            timeout=deadline.seconds or 0.0,
+            recorded=False,
+        )
     earlier = await _recorded_resolution(client, session_id, interrupt_id)
     if earlier is None:
         await handle.signal(RECORD_RESOLUTION, resolution)
@@ -456,6 +504,32 @@ async def resolve_interrupt(
         if other
         else None,
     )
+
+
+async def _edit_by_reference(
+    session_id: str, resolution: ResolveInterruptInput, store: RuntimeStore | None
+) -> ResolveInterruptInput:
+    """`resolution` with a long edited input moved to the store (named by its content)."""
+    assert resolution.edited_input is not None
+    data = json.dumps(resolution.edited_input, ensure_ascii=False).encode()
+    if len(data) > MAX_USER_MESSAGE_BYTES:
+        raise InvalidArgumentError(
+            "edited_input",
+            f"`edited_input` of {len(data):,} bytes is over the limit of "
+            f"{MAX_USER_MESSAGE_BYTES:,} bytes (32 MiB); pass a shorter input",
+        )
+    if len(data) <= MAX_INLINE_EDIT_BYTES:
+        return resolution
+    if store is None:
+        raise InvalidArgumentError(
+            "edited_input",
+            f"an edited input of {len(data):,} bytes travels through the runtime "
+            f"store (more than {MAX_INLINE_EDIT_BYTES:,} bytes); pass `store=`, use "
+            "`SessionClient`, or connect the client with `SessionPlugin(store=...)`",
+        )
+    ref = blob_reference("edit", data)
+    await store.put_blob(session_id, ref.blob_id, data)
+    return replace(resolution, edited_input=None, edited_input_ref=ref)
 
 
 async def _recorded_resolution(
@@ -836,6 +910,7 @@ class SessionClient:
         rejection_message: str | None = None,
         timeout: timedelta | float | None = None,
         resolved_by: str | None = None,
+        edited_input: Mapping[str, Any] | None = None,
     ) -> bool:
         """See `resolve_interrupt`."""
         return await resolve_interrupt(
@@ -847,6 +922,8 @@ class SessionClient:
             rejection_message=rejection_message,
             timeout=timeout,
             resolved_by=resolved_by,
+            edited_input=edited_input,
+            store=self.store,
         )
 
     async def end(

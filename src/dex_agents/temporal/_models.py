@@ -72,6 +72,38 @@ class ResolveInterruptInput:
     resolved_by: str | None = None
     """Who decided (a web token's name, `dex-agents approve --as`), recorded on the
     interrupt, the call's record and the `interrupt_resolved` event."""
+    edited_input: JsonObject | None = None
+    """Approve with this input instead of the model's (a person's edit): the runner
+    checks it against the tool's schema and decides its policy again first."""
+    edited_input_ref: BlobReference | None = None
+    """The runtime store blob of a long `edited_input` (then `edited_input` is None)."""
+
+    @property
+    def edited(self) -> bool:
+        """Whether the resolution approves an edited input."""
+        return self.edited_input is not None or self.edited_input_ref is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckEditInput:
+    """Local activity argument: check a person's edit of a waiting call's input."""
+
+    session_id: str
+    turn_id: str
+    call: ToolCall
+    edited_input: JsonObject | None = None
+    edited_input_ref: BlobReference | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckEditOutput:
+    """The edited call as the runner decided it, or why the edit is refused."""
+
+    call: ToolCall | None = None
+    """The call with the edited input (by reference when long) and its policy."""
+    problem: str | None = None
+    field: str = ""
+    """The input field at fault when refused ("" for the input as a whole)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -246,6 +278,8 @@ __all__ = [
     "ActiveTurn",
     "CallToolInput",
     "CallToolOutput",
+    "CheckEditInput",
+    "CheckEditOutput",
     "EndSessionInput",
     "EngineInfo",
     "FinishedTurn",

@@ -45,6 +45,8 @@ with workflow.unsafe.imports_passed_through():
         ActiveTurn,
         CallToolInput,
         CallToolOutput,
+        CheckEditInput,
+        CheckEditOutput,
         EngineInfo,
         ResolveInterruptInput,
         RunModelInput,
@@ -62,6 +64,10 @@ SESSION_ENDED = "SessionEnded"
 RECORD_RESOLUTION = "record_resolution"
 """The Signal a client sends when no worker took its `resolve_interrupt` Update."""
 TOO_LARGE = "MessageTooLargeError"
+INVALID_EDIT = "InvalidEdit"
+"""The failure type of an edit the runner refused; its detail names the field."""
+EDIT_UNCHECKED = "EditUnchecked"
+"""The failure type of an edit the worker could not check (nothing was resolved)."""
 NO_IMAGES = "ImagesNotSupported"
 NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
 
@@ -92,6 +98,7 @@ class ActivityNames:
     call_tool: str
     call_single_attempt_tool: str
     publish: str
+    check_edit: str
 
     @classmethod
     def for_flow(cls, flow_type: str) -> ActivityNames:
@@ -101,6 +108,7 @@ class ActivityNames:
             call_tool=f"{flow_type}.call_tool",
             call_single_attempt_tool=f"{flow_type}.call_single_attempt_tool",
             publish=f"{flow_type}.publish",
+            check_edit=f"{flow_type}.check_edit",
         )
 
 
@@ -212,7 +220,13 @@ class AgentSessionWorkflow:
 
         Its argument decodes as `ResolveInterruptInput` always did (leniently, so
         accepted Updates replay alike), noting what the validator refuses.
+        An approval with an edited input is checked by the runner first (a
+        local activity on this worker: the tool's schema, its policy decided
+        again); a refused edit fails the Update and the call stays pending.
+        No `workflow.patched`: the check runs only for an Update with an
+        edited input, which no earlier history has.
         """
+        edited_call = await self._checked_edit(input) if input.edited else None
         return self._answer(
             session.apply_resolution(
                 self.state,
@@ -221,8 +235,48 @@ class AgentSessionWorkflow:
                 rejection_message=input.rejection_message,
                 update_id=_update_id(),
                 resolved_by=input.resolved_by,
+                edited_call=edited_call,
             )
         )
+
+    async def _checked_edit(
+        self, input: ResolveInterruptUpdate
+    ) -> session.ToolCall | None:
+        """The waiting call with the edit, as the runner checked it; None if none waits."""
+        active, call = self.state.active, None
+        if active is not None:
+            call = session.waiting_call(self.state, input.interrupt_id)
+        if active is None or call is None:
+            return None  # resolved meanwhile: `apply_resolution` answers False
+        try:
+            out = await workflow.execute_local_activity(
+                self.names.check_edit,
+                CheckEditInput(
+                    session_id=self.state.session_id,
+                    turn_id=active.turn_id,
+                    call=call,
+                    edited_input=input.edited_input,
+                    edited_input_ref=input.edited_input_ref,
+                ),
+                result_type=CheckEditOutput,
+                start_to_close_timeout=timedelta(seconds=30),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
+        except ActivityError as err:
+            raise ApplicationError(
+                f"the edit of interrupt {input.interrupt_id!r} could not be checked "
+                f"({_failure_text(err)}); nothing was resolved: send it again",
+                type=EDIT_UNCHECKED,
+                non_retryable=True,
+            ) from None
+        if out.problem is not None or out.call is None:
+            raise ApplicationError(
+                out.problem or "the runner refused the edit",
+                out.field,
+                type=INVALID_EDIT,
+                non_retryable=True,
+            )
+        return out.call
 
     @resolve_interrupt.validator
     def _validate_resolve(self, input: ResolveInterruptUpdate) -> None:
@@ -246,6 +300,15 @@ class AgentSessionWorkflow:
         history without this Signal replays as before.
         """
         refusal = session.check_resolution(self.state, input.interrupt_id)
+        if refusal is None and input.edited:
+            # An edit needs the runner's check, which a Signal cannot wait for;
+            # the client never records one. Applied without it, the model's
+            # own input would run.
+            refusal = session.Refusal(
+                reason="invalid_message",
+                message=f"a recorded approval of {input.interrupt_id!r} with an "
+                "edited input (approve with edits through the Update)",
+            )
         if refusal is not None:
             workflow.logger.warning(
                 "ignored a recorded resolution: %s", refusal.message

@@ -21,6 +21,18 @@ LEDGER_TOOL_POLICIES = {
 }
 
 
+REFUND_INPUT_SCHEMA: JsonObject = {
+    "type": "object",
+    "properties": {
+        "orderId": {"type": "string", "minLength": 1},
+        "gate": {"type": "string"},
+        "invalid": {"type": "boolean"},
+    },
+    "required": ["orderId"],
+}
+"""`create_refund`'s input, checked when a person edits a call of it."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class LedgerFlowConfig:
     """What a worker process needs to rebuild the same flow (JSON-serializable)."""
@@ -100,7 +112,11 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
 
     return [
         ScriptedTool(name="lookup_order", handler=lookup_order),
-        ScriptedTool(name="create_refund", handler=create_refund),
+        ScriptedTool(
+            name="create_refund",
+            handler=create_refund,
+            input_schema=REFUND_INPUT_SCHEMA,
+        ),
         ScriptedTool(name="send_email", handler=send_email),
         ScriptedTool(name="check_stock", handler=check_stock),
     ]

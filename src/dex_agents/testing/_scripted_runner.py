@@ -23,13 +23,19 @@ import hashlib
 import json
 import shlex
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .._errors import MessageTooLargeError, SessionError, UserError
+from .._errors import (
+    MessageTooLargeError,
+    SessionError,
+    UserError,
+)
+from .._schema import schema_problem
 from ..session import (
     AgentEvent,
     DeferredToolExecution,
+    EditContext,
     JsonObject,
     ModelCallMetadata,
     RunModelContext,
@@ -52,6 +58,8 @@ class ScriptedTool:
 
     name: str
     handler: ToolHandler
+    input_schema: JsonObject | None = None
+    """Checked against a person's edit of a call (JSON Schema); None takes any object."""
 
 
 class ScriptedRunner:
@@ -164,6 +172,28 @@ class ScriptedRunner:
         if tool is None:
             raise UserError(f"the scripted runner has no tool {call.tool_name!r}")
         return ToolOutcome(output=await tool.handler(call.arguments, execution))
+
+    async def check_edited_call(
+        self, call: ToolCall, arguments: JsonObject, context: EditContext
+    ) -> ToolCall:
+        """`call` with the edit, checked against the tool's `input_schema` if it has one."""
+        tool = self.tools.get(call.tool_name)
+        if tool is not None and tool.input_schema is not None:
+            problem = schema_problem(tool.input_schema, arguments, call.tool_name)
+            if problem is not None:
+                raise problem
+        policy = resolve_policy(
+            call.tool_name, context.tool_policies, context.default_tool_effect
+        )
+        return replace(
+            call,
+            arguments=dict(arguments),
+            policy=replace(
+                policy,
+                requires_approval=policy.requires_approval
+                or call.policy.requires_approval,
+            ),
+        )
 
     async def _calls(
         self, context: RunModelContext, command: str, suffix: str
