@@ -35,13 +35,20 @@ AgentEventType = Literal[
     "turn_started",
     "turn_completed",
     "turn_failed",
+    "turn_cancelled",
     "interrupt_created",
     "interrupt_resolved",
     "session_ended",
 ]
 
 ToolOutcomeStatus = Literal[
-    "finished", "failed", "outcome_unknown", "rejected", "expired", "skipped"
+    "finished",
+    "failed",
+    "outcome_unknown",
+    "rejected",
+    "expired",
+    "cancelled",
+    "skipped",
 ]
 """How a tool call ended, as `tool_call_finished` says it (its record says the same)."""
 
@@ -203,6 +210,18 @@ class TurnFailedEvent:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class TurnCancelledEvent:
+    """A turn was stopped by `cancel_turn`; the next message starts a new turn."""
+
+    type: Literal["turn_cancelled"] = "turn_cancelled"
+    turn_id: str
+    reason: str = ""
+    cancelled_by: str | None = None
+    reruns: int = 0
+    timestamp: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class InterruptCreatedEvent:
     """A tool call waits for a person's approval."""
 
@@ -263,6 +282,7 @@ EventPayload = Annotated[
     | TurnStartedEvent
     | TurnCompletedEvent
     | TurnFailedEvent
+    | TurnCancelledEvent
     | InterruptCreatedEvent
     | InterruptResolvedEvent
     | SessionEndedEvent,

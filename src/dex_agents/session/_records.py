@@ -14,12 +14,19 @@ from ._media import ImageReference
 from ._policy import ToolPolicy
 
 ToolRecordStatus = Literal[
-    "finished", "failed", "rejected", "expired", "outcome_unknown", "skipped"
+    "finished",
+    "failed",
+    "rejected",
+    "expired",
+    "cancelled",
+    "outcome_unknown",
+    "skipped",
 ]
 """How a deferred call ended.
 
 `expired` marks a call whose approval deadline passed with no answer: nobody
-refused it, and the model is told so. `skipped` marks a later call of one reply
+refused it, and the model is told so. `cancelled` marks a call that never ran
+because its turn was cancelled (`cancel_turn`) first. `skipped` marks a later call of one reply
 that never ran because an earlier call of the same reply was rejected, expired
 or did not finish.
 """
@@ -130,6 +137,11 @@ class ToolRecord:
                     f"{self.tool_name} did not run: its approval expired "
                     f"({self.rejection_message or 'no answer before the deadline'}). "
                     "Nobody refused it; ask the user before calling it again."
+                )
+            case "cancelled":
+                return (
+                    f"{self.tool_name} did not run: the user stopped the turn "
+                    f"({self.rejection_message or 'cancelled'})."
                 )
             case "outcome_unknown":
                 return (

@@ -28,7 +28,9 @@ from ._records import ToolCall, ToolRecord
 from ._usage import Usage
 
 SessionStatus = Literal["idle", "running", "waiting_for_approval", "ended"]
-TurnStatus = Literal["running", "waiting_for_approval", "completed", "failed"]
+TurnStatus = Literal[
+    "running", "waiting_for_approval", "completed", "failed", "cancelled"
+]
 TurnPhase = Literal["run_model", "tool", "await_approval", "execute", "resume"]
 
 SUMMARY_TEXT_LIMIT = 1000
@@ -110,6 +112,10 @@ class ActiveTurn:
     """What this turn's segments cost so far."""
     reruns: int = 0
     """Extra attempts of this turn's model segments so far (see `TurnSummary.reruns`)."""
+    cancel_requested: bool = False
+    """`cancel_turn` asked to stop it: it ends `cancelled` at the next change."""
+    cancel_reason: str = ""
+    cancelled_by: str | None = None
 
 
 @dataclass(kw_only=True)

@@ -45,6 +45,7 @@ from ._events import (
     InterruptResolvedEvent,
     SessionEndedEvent,
     ToolCallFinishedEvent,
+    TurnCancelledEvent,
     TurnCompletedEvent,
     TurnFailedEvent,
     TurnStartedEvent,
@@ -82,6 +83,9 @@ KEEP_UPDATE_IDS = 500
 
 DEADLINE_PASSED = "no approval arrived before the deadline"
 """The rejection message of an interrupt whose deadline passed."""
+
+CANCELLED = "the turn was cancelled"
+"""What a cancelled turn's error and its unrun calls' records say (with the reason)."""
 
 SESSION_ENDED = "the session ended"
 """The rejection message of an approval the session's end rejected (with its reason)."""
@@ -265,6 +269,8 @@ def advance(
         return replace(transition, events=(*events, *transition.events))
 
     while (active := state.active) is not None:
+        if active.cancel_requested and active.phase != "await_approval":
+            return then(cancel_turn(state))
         if state.end_requested and active.phase != "await_approval":
             return then(_fail_turn(state, _ended_turn_error(state)))
         match active.phase:
@@ -461,8 +467,8 @@ def runs_in_model_segment(call: ToolCall) -> bool:
 
 
 def approval_settled(state: SessionState, interrupt_id: str) -> bool:
-    """Whether the interrupt was resolved: what an approval waits for."""
-    return state.interrupts[interrupt_id].resolved
+    """Whether the interrupt was resolved, or its turn cancelled: what an approval waits for."""
+    return state.interrupts[interrupt_id].resolved or cancel_requested(state)
 
 
 def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transition:
@@ -487,6 +493,8 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
         )
         interrupts = {**state.interrupts, interrupt.interrupt_id: interrupt}
         state = replace(state, interrupts=interrupts)
+    if not interrupt.resolved and active.cancel_requested:
+        return _close_for_cancel(state, interrupt)
     if not interrupt.resolved:
         return Transition(state=state, step=ContinueAsNewStep())
     call = active.calls[active.call_index]
@@ -516,6 +524,134 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
         state = _record(state, refused)
         events.append(_finished_event(refused))
     return Transition(state=state, events=tuple(events), step=PublishStep())
+
+
+# ----- cancelling a turn ------------------------------------------------------
+
+
+def cancel_requested(state: SessionState) -> bool:
+    """Whether the active turn was asked to stop (`request_cancel`)."""
+    return state.active is not None and state.active.cancel_requested
+
+
+def check_cancel(state: SessionState) -> Refusal | None:
+    """Why `cancel_turn` refuses, or None: only an ended session refuses.
+
+    With no turn running there is nothing to stop: `request_cancel` answers False.
+    """
+    return _ended(state) if state.end_requested else None
+
+
+def request_cancel(
+    state: SessionState,
+    *,
+    reason: str,
+    update_id: str | None,
+    cancelled_by: str | None = None,
+) -> UpdateOutcome:
+    """Ask the active turn to stop; False when no turn runs or one was asked already.
+
+    The turn stops at its next change (`advance`): a running model segment is
+    cancelled by the interpreter (its CLI killed), a waiting approval is closed
+    as cancelled, and a tool Step in flight finishes and is recorded first,
+    since stopping a write midway would leave its outcome unknown.
+    """
+    active = state.active
+    if active is None or active.cancel_requested:
+        applied = update_id is not None and update_id in state.update_ids
+        return UpdateOutcome(state=state, answer=applied)
+    update_ids, _ = _remember(state.update_ids, update_id)
+    active = replace(
+        active,
+        cancel_requested=True,
+        cancel_reason=preview(reason, NAME_LIMIT) if reason else "",
+        cancelled_by=None
+        if cancelled_by is None
+        else preview(cancelled_by, NAME_LIMIT),
+    )
+    cancelled = replace(
+        state, active=active, version=state.version + 1, update_ids=update_ids
+    )
+    return UpdateOutcome(state=cancelled, answer=True)
+
+
+def cancel_turn(state: SessionState, *, streamed_text: str = "") -> Transition:
+    """End the active turn `cancelled`, with the text it had streamed (`streamed_text`).
+
+    A call it was about to run gets a `cancelled` record. Its prompts leave
+    `pending` (sent again, the model would do what the person stopped); a
+    note for the next turn says what they asked and what ran, so the model
+    knows the turn was stopped.
+    """
+    active = _active(state)
+    message = (
+        f"{CANCELLED}: {active.cancel_reason}" if active.cancel_reason else CANCELLED
+    )
+    events: list[AgentEvent] = []
+    if active.phase in ("tool", "execute") and active.call_index < len(active.calls):
+        record = replace(
+            _record_of(active.calls[active.call_index], "cancelled"),
+            rejection_message=message,
+        )
+        state = _record(state, record)
+        events.append(_finished_event(record))
+        active = _active(state)
+    count = active.pending_count
+    sent = state.pending[:count]
+    dropped = [i for i in sent if isinstance(i, UserPrompt)]
+    kept: list[PendingItem] = [i for i in sent if not isinstance(i, UserPrompt)]
+    by = f" by {active.cancelled_by}" if active.cancelled_by else ""
+    note = failure_note(
+        active.turn_id, f"it was stopped{by}: {message}", active.turn_records
+    )
+    if dropped:
+        note = replace(
+            note,
+            text=note.text
+            + "\nIt was answering: "
+            + "; ".join(repr(preview(p.text, 80)) for p in dropped),
+        )
+    pending = [*kept, note, *state.pending[count:]]
+    cancelled = TurnCancelledEvent(
+        turn_id=active.turn_id,
+        reason=active.cancel_reason,
+        cancelled_by=active.cancelled_by,
+        reruns=active.reruns,
+    )
+    ended = _end_turn(
+        replace(state, pending=pending),
+        "cancelled",
+        final_text=streamed_text,
+        error=message,
+    )
+    return Transition(
+        state=ended,
+        events=(*events, agent_event(cancelled)),
+        step=PublishStep(),
+    )
+
+
+def _close_for_cancel(state: SessionState, interrupt: Interrupt) -> Transition:
+    """The waiting approval of a cancelled turn, closed: its call is `cancelled`."""
+    active = _active(state)
+    message = (
+        f"{CANCELLED}: {active.cancel_reason}" if active.cancel_reason else CANCELLED
+    )
+    closed = replace(
+        interrupt, resolved=True, approved=False, rejection_message=message
+    )
+    state = replace(state, interrupts={**state.interrupts, closed.interrupt_id: closed})
+    resolved = InterruptResolvedEvent(
+        interrupt_id=closed.interrupt_id, approved=False, rejection_message=message
+    )
+    record = replace(
+        _record_of(active.calls[active.call_index], "cancelled"),
+        rejection_message=message,
+    )
+    state = _record(state, record)
+    return Transition(
+        state=state, events=(agent_event(resolved), _finished_event(record))
+    )
 
 
 # ----- the tool phase ---------------------------------------------------------

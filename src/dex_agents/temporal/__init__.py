@@ -2,6 +2,7 @@
 
 from ._client import (
     SessionClient,
+    cancel_turn,
     end_session,
     get_agent_snapshot,
     resolve_interrupt,
@@ -42,6 +43,7 @@ __all__ = [
     "SessionClient",
     "SessionPlugin",
     "TurnSummary",
+    "cancel_turn",
     "connect",
     "create_agent_session_flow",
     "create_worker",

@@ -58,6 +58,7 @@ from ..session import (
     set_current_deferred_tool_execution,
     stamped,
 )
+from ..session._state import SUMMARY_TEXT_LIMIT
 from ..stores import RuntimeStore
 from ._events import StoreEventSink
 from ._models import (
@@ -222,6 +223,32 @@ class _Checkpoint:
             activity.heartbeat(value)
 
 
+class _StreamedText:
+    """An event sink that also keeps the first text a segment streams (a summary's worth)."""
+
+    def __init__(self, sink: StoreEventSink) -> None:
+        self._sink = sink
+        self._parts: list[str] = []
+        self._size = 0
+
+    def emit(self, event: AgentEvent) -> None:
+        if event.type == "text_delta" and self._size < SUMMARY_TEXT_LIMIT:
+            text = str(event.data.get("text", ""))
+            self._parts.append(text)
+            self._size += len(text)
+        self._sink.emit(event)
+
+    @property
+    def text(self) -> str:
+        return clip("".join(self._parts))
+
+
+def _cancel_requested() -> bool:
+    """Whether the running activity was cancelled by the workflow (not a shutdown)."""
+    details = activity.cancellation_details()
+    return details is not None and details.cancel_requested
+
+
 @contextlib.asynccontextmanager
 async def _heartbeating(
     timeout: timedelta, checkpoint: _Checkpoint | None = None
@@ -380,7 +407,7 @@ def build_activities(
                 transcript=StoreTranscript(
                     store, input.session_id, input.transcript_head
                 ),
-                events=sink,
+                events=(streamed := _StreamedText(sink)),
                 tool_policies=options.tool_policies,
                 default_tool_effect=options.default_tool_effect,
                 resume=resume,
@@ -407,6 +434,15 @@ def build_activities(
                         usage=None,
                         session=span_session,
                         error=err,
+                    )
+                if isinstance(err, asyncio.CancelledError) and _cancel_requested():
+                    # `cancel_turn`: the segment's CLI is killed by now; report
+                    # what it streamed, so the turn keeps it.
+                    return RunModelOutput(
+                        kind="cancelled",
+                        segment_id="",
+                        final_text=streamed.text,
+                        attempt=attempt,
                     )
                 if isinstance(err, TimeoutError):
                     raise ApplicationError(

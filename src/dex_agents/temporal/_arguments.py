@@ -32,7 +32,12 @@ from pydantic_core import CoreSchema, core_schema
 
 from .._errors import InvalidArgumentError
 from ..session import INLINE_TEXT_LIMIT, BlobReference, ImageReference
-from ._models import EndSessionInput, ResolveInterruptInput, UserMessageInput
+from ._models import (
+    CancelTurnInput,
+    EndSessionInput,
+    ResolveInterruptInput,
+    UserMessageInput,
+)
 
 MAX_INLINE_EDIT_BYTES = 4 * INLINE_TEXT_LIMIT
 """Bytes (JSON, UTF-8) of an edited input sent inside the Update; more travels by reference."""
@@ -331,6 +336,16 @@ def _check_json(argument: str, where: str, value: object, *, depth: int) -> None
         f"`{where}` is {shown(value)}, which is not a JSON value (use str, int, "
         "float, bool, None, list or dict)",
     )
+
+
+def check_cancel_input(input: CancelTurnInput) -> None:
+    """Refuse a cancel whose fields are not what the client sends.
+
+    Raises:
+        InvalidArgumentError: `reason` or `cancelled_by` is not a valid string.
+    """
+    check_text("reason", input.reason)
+    check_text("cancelled_by", input.cancelled_by, optional=True)
 
 
 def check_end_input(input: EndSessionInput) -> None:

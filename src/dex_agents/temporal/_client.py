@@ -58,6 +58,7 @@ from ._activities import read_arguments
 from ._arguments import (
     INVALID_ARGUMENT,
     MAX_INLINE_EDIT_BYTES,
+    check_cancel_input,
     check_count,
     check_flag,
     check_images,
@@ -70,6 +71,7 @@ from ._arguments import (
 from ._delivery import Deadline, timeout_seconds, within
 from ._flow import AgentSessionFlow
 from ._models import (
+    CancelTurnInput,
     EndSessionInput,
     Interrupt,
     ResolveInterruptInput,
@@ -626,6 +628,58 @@ async def end_session(
     return bool(ended)
 
 
+async def cancel_turn(
+    client: Client,
+    flow: AgentSessionFlow | None,
+    session_id: str,
+    *,
+    reason: str = "",
+    cancelled_by: str | None = None,
+    timeout: timedelta | float | None = None,
+) -> bool:
+    """Stop the session's running turn (a Stop button); False when no turn runs.
+
+    True once the request is applied; the turn then stops on its own: a
+    running model segment is cancelled and its CLI killed (within about a
+    heartbeat, on whichever worker runs it), an approval it waits for is
+    closed as `cancelled`, and a tool Step in flight finishes and is recorded
+    first (stopping a write midway would leave its outcome unknown). The turn
+    ends `cancelled`, with the text it had streamed; its messages are not sent
+    again, and the next turn's model is told it was stopped. Queued messages
+    behind it start the next turn as usual. `wait_for_idle` after it returns
+    once the turn stopped.
+
+    Raises:
+        InvalidArgumentError: an argument has the wrong type or value.
+        UnknownSessionError: no session has this ID.
+        SessionEndedError: the session ended.
+        NoWorkerError: no worker took the request within `timeout` (nothing
+            was applied; call it again once a worker runs).
+    """
+    del flow
+    check_session_id(session_id)
+    request = CancelTurnInput(reason=reason, cancelled_by=cancelled_by)
+    check_cancel_input(request)
+    check_timeout(timeout)
+    deadline = Deadline(timeout_seconds(timeout))
+    handle = _handle(client, session_id)
+    update_id = str(uuid.uuid4())
+    with _update_errors(session_id):
+        taken, cancelled = await within(
+            deadline,
+            lambda: _patient(
+                lambda: handle.execute_update(
+                    "cancel_turn", request, id=update_id, result_type=bool
+                )
+            ),
+        )
+    if not taken:
+        raise NoWorkerError(
+            session_id, "the cancel", timeout=deadline.seconds or 0.0, recorded=False
+        )
+    return bool(cancelled)
+
+
 async def _live_snapshot(
     client: Client,
     session_id: str,
@@ -924,6 +978,24 @@ class SessionClient:
             resolved_by=resolved_by,
             edited_input=edited_input,
             store=self.store,
+        )
+
+    async def cancel_turn(
+        self,
+        session_id: str,
+        *,
+        reason: str = "",
+        cancelled_by: str | None = None,
+        timeout: timedelta | float | None = None,
+    ) -> bool:
+        """See `cancel_turn`."""
+        return await cancel_turn(
+            self.client,
+            self.flow,
+            session_id,
+            reason=reason,
+            cancelled_by=cancelled_by,
+            timeout=timeout,
         )
 
     async def end(

@@ -107,6 +107,15 @@ class CheckEditOutput:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CancelTurnInput:
+    """Update argument of `cancel_turn`."""
+
+    reason: str = ""
+    cancelled_by: str | None = None
+    """Who stopped it, recorded on the turn's `turn_cancelled` event and its note."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class EndSessionInput:
     """Update argument of `end_session`."""
 
@@ -172,7 +181,9 @@ class RunModelInput:
 class RunModelOutput:
     """Result of the `run_model` activity: references and small facts only."""
 
-    kind: Literal["turn_completed", "tool_calls_requested"]
+    kind: Literal["turn_completed", "tool_calls_requested", "cancelled"]
+    """`cancelled`: the attempt stopped on `cancel_turn`; `final_text` is what it had
+    streamed (clipped)."""
     segment_id: str
     calls: list[ToolCall] = field(default_factory=lambda: [])
     run_state: JsonObject = field(default_factory=lambda: {})
@@ -277,6 +288,7 @@ class EngineInfo:
 __all__ = [
     "ActiveTurn",
     "CallToolInput",
+    "CancelTurnInput",
     "CallToolOutput",
     "CheckEditInput",
     "CheckEditOutput",

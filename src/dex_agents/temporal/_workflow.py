@@ -18,6 +18,7 @@ exactly where it was:
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -27,6 +28,7 @@ from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, RetryState
 from temporalio.exceptions import TimeoutError as StepTimeoutError
+from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from .. import session
@@ -37,6 +39,7 @@ with workflow.unsafe.imports_passed_through():
         INVALID_ARGUMENT,
         EndSessionUpdate,
         ResolveInterruptUpdate,
+        check_cancel_input,
         check_end_input,
         check_message_input,
         check_resolution_input,
@@ -45,6 +48,7 @@ with workflow.unsafe.imports_passed_through():
         ActiveTurn,
         CallToolInput,
         CallToolOutput,
+        CancelTurnInput,
         CheckEditInput,
         CheckEditOutput,
         EngineInfo,
@@ -350,6 +354,32 @@ class AgentSessionWorkflow:
         _refuse(session.check_end(self.state, force=input.force))
 
     @workflow.update
+    async def cancel_turn(self, input: CancelTurnInput) -> bool:
+        """Stop the running turn; False when no turn runs (or it was asked already).
+
+        It answers once the request is applied, not once the turn stopped: a
+        running model segment is cancelled at once (its CLI is killed within a
+        heartbeat), a waiting approval is closed, and a tool Step in flight
+        finishes first. The turn then ends `cancelled` (see
+        `dex_agents.session.request_cancel`).
+        No `workflow.patched`: the cancellation it leads to follows only this
+        Update, which no earlier history has.
+        """
+        return self._answer(
+            session.request_cancel(
+                self.state,
+                reason=input.reason,
+                update_id=_update_id(),
+                cancelled_by=input.cancelled_by,
+            )
+        )
+
+    @cancel_turn.validator
+    def _validate_cancel(self, input: CancelTurnInput) -> None:
+        _refuse_arguments(check_cancel_input, input)
+        _refuse(session.check_cancel(self.state))
+
+    @workflow.update
     async def wait_for_idle(self) -> int:
         """Return the state version once no turn runs (answered, or waiting for approval).
 
@@ -483,15 +513,24 @@ class AgentSessionWorkflow:
         input = RunModelInput.for_step(
             step, session_id=self.state.session_id, events=events, first_seq=first_seq
         )
-        try:
-            out = await self._step(
-                self.names.run_model,
-                input,
-                RunModelOutput,
-                step_id=step.step_execution_id,
-                timeout=opts.run_model_limit,
-                attempts=opts.run_model_attempts,
+        handle = self._start_step(
+            self.names.run_model,
+            input,
+            RunModelOutput,
+            step_id=step.step_execution_id,
+            timeout=opts.run_model_limit,
+            attempts=opts.run_model_attempts,
+        )
+        await workflow.wait_condition(
+            lambda: handle.done() or session.cancel_requested(self.state)
+        )
+        if session.cancel_requested(self.state):
+            await self._follow(
+                session.cancel_turn(self.state, streamed_text=await _stopped(handle))
             )
+            return
+        try:
+            out = await handle
         except ActivityError as err:
             cause = err.cause
             failed = session.model_failed(
@@ -542,8 +581,32 @@ class AgentSessionWorkflow:
         attempts: int,
     ) -> _Result:
         """Run one activity Step: its ID is the same on every attempt."""
+        return await self._start_step(
+            name,
+            input,
+            result_type,
+            step_id=step_id,
+            timeout=timeout,
+            attempts=attempts,
+        )
+
+    def _start_step(
+        self,
+        name: str,
+        input: object,
+        result_type: type[_Result],
+        *,
+        step_id: str,
+        timeout: timedelta,
+        attempts: int,
+    ) -> workflow.ActivityHandle[_Result]:
+        """Start one activity Step (see `_step`); cancelling it waits for the attempt.
+
+        Waiting lets a cancelled attempt report what it streamed; a killed
+        worker's attempt ends with its heartbeat timeout instead.
+        """
         opts = self.options
-        return await workflow.execute_activity(
+        return workflow.start_activity(
             name,
             input,
             result_type=result_type,
@@ -555,6 +618,7 @@ class AgentSessionWorkflow:
                 maximum_attempts=attempts,
                 non_retryable_error_types=NON_RETRYABLE_ERRORS,
             ),
+            cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
 
     async def _await_approval(self, step: session.AwaitApprovalStep) -> None:
@@ -630,6 +694,17 @@ class AgentSessionWorkflow:
         if self.state.end_requested:
             return
         workflow.continue_as_new(SessionInput(state=self.state))
+
+
+async def _stopped(handle: workflow.ActivityHandle[RunModelOutput]) -> str:
+    """Cancel a model Step (if it still runs) and return the text it had streamed."""
+    if not handle.done():
+        handle.cancel()
+    try:
+        out = await handle
+    except (ActivityError, asyncio.CancelledError):
+        return ""  # its worker died, or it stopped before it could report
+    return out.final_text
 
 
 def _update_id() -> str | None:
