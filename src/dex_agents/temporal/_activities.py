@@ -256,7 +256,8 @@ async def _heartbeating(
     async def beat() -> None:
         while True:
             activity.heartbeat(*(checkpoint.details() if checkpoint else ()))
-            await asyncio.sleep(max(timeout.total_seconds() / 4, 0.05))
+            # At least each second: a cancel (`cancel_turn`) comes with an answer.
+            await asyncio.sleep(min(max(timeout.total_seconds() / 4, 0.05), 1.0))
 
     task = asyncio.create_task(beat())
     try:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,9 @@ from ._converter import SharedPydanticPayloadConverter
 from ._flow import AgentSessionFlow
 
 _SANDBOXED_MODULE = "dex_agents.temporal._workflow"
+
+HEARTBEAT_THROTTLE = timedelta(seconds=1)
+"""The longest a Step's heartbeats are held back: how soon a cancel reaches it."""
 
 
 def passthrough_modules() -> tuple[str, ...]:
@@ -155,6 +159,10 @@ class SessionPlugin(SimplePlugin):
                     "`data_converter=dex_agents.temporal.data_converter`"
                 )
         assert self.store is not None  # checked in __init__
+        # A cancelled Step (`cancel_turn`) learns of it from a heartbeat's answer:
+        # sent at most each second, a Stop lands within about a second, not the
+        # SDK's default of 80% of the heartbeat timeout. A worker's own setting wins.
+        config.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
         config["workflows"] = [
             *config.get("workflows", ()),
             *(f.workflow_class for f in flows),
