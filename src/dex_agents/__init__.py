@@ -8,6 +8,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from ._errors import (
+    BudgetReachedError,
     DexAgentsError,
     EngineError,
     IdleTimeoutError,
@@ -82,6 +83,7 @@ __all__ = [
     "AgentSessionFlow",
     "AgentSessionOptions",
     "AgentSnapshot",
+    "BudgetReachedError",
     "DeferredToolExecution",
     "DexAgentsError",
     "EmbeddedEngine",

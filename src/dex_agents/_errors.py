@@ -14,6 +14,7 @@ DexAgentsError
 │   └── SessionBusyError    `end` without force, while the session has work in progress
 ├── SessionError         a session failed at runtime
 │   ├── SpendLimitExceeded
+│   ├── BudgetReachedError   a segment spent the rest of the limit; the session asks
 │   └── MessageTooLargeError
 ├── EngineError          the Temporal engine (dev server or cluster) is unusable
 │   └── NoWorkerError    no worker took a request within its timeout (`recorded` says
@@ -161,6 +162,27 @@ class SpendLimitExceeded(SessionError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, retryable=False)
+
+
+class BudgetReachedError(SessionError):
+    """A model segment stopped at the call that spent the rest of the spend limit.
+
+    Raised by a runner whose framework enforces the remaining budget it was
+    given (`RunModelContext.max_budget_usd`); `usage` is what the segment
+    spent, as `Usage` fields. The session then waits for a new limit
+    (status `budget_reached`) instead of retrying.
+    """
+
+    def __init__(self, message: str, *, usage: dict[str, float | int]) -> None:
+        super().__init__(message, retryable=False)
+        self.usage = usage
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (_budget_reached, (str(self), self.usage))
+
+
+def _budget_reached(message: str, usage: dict[str, float | int]) -> BudgetReachedError:
+    return BudgetReachedError(message, usage=usage)
 
 
 class MessageTooLargeError(SessionError):

@@ -28,6 +28,7 @@ from dex_agents.session import (
     ImageReference,
     Interrupt,
     JsonObject,
+    OpenBudgetStep,
     OpenInterruptStep,
     PublishStep,
     Refusal,
@@ -49,6 +50,7 @@ from dex_agents.session import (
     apply_resolution,
     approval_settled,
     calls_requested,
+    check_budget_answer,
     check_end,
     check_message,
     check_resolution,
@@ -58,10 +60,13 @@ from dex_agents.session import (
     has_work,
     model_answered,
     model_failed,
+    model_step,
+    open_budget,
     open_interrupt,
     queue_message,
     record_outcome,
     record_unknown_outcome,
+    request_cancel,
     session_finished,
     session_status,
     settle_approval,
@@ -406,12 +411,12 @@ def test_prompts_too_large_for_the_model_are_dropped_and_the_note_says_so() -> N
     assert failed.state.active is None
 
 
-def test_a_spent_budget_fails_the_turn_before_its_segment() -> None:
+def test_a_spent_budget_fails_the_turn_in_histories_before_the_pause() -> None:
     options = AgentSessionOptions(spend_limit=0.01)
     state = start_turn(queued("hello")).state
     state = replace(state, usage=Usage(cost_usd=0.02))
 
-    failed = advance(state, options, now=NOW)
+    failed = advance(state, options, now=NOW, budget_pauses=False)
 
     reason = (
         "spend limit reached: 0.0200 USD of 0.0100 USD; raise `spend_limit` to continue"
@@ -436,8 +441,8 @@ def test_the_spend_limit_is_reached_at_the_limit_itself() -> None:
     below = advance(replace(state, usage=Usage(cost_usd=0.0099)), options, now=NOW)
     assert isinstance(below.step, RunModelStep)
     at = advance(replace(state, usage=Usage(cost_usd=0.01)), options, now=NOW)
-    assert at.step == PublishStep()
-    assert at.state.active is None
+    assert at.step == OpenBudgetStep()
+    assert turn(at.state).segment == 0  # no segment started
 
 
 # ----- the tool phase -----------------------------------------------------------
@@ -1545,3 +1550,100 @@ def test_a_call_after_an_expired_one_in_the_same_reply_is_skipped() -> None:
     moved = advance(settled.state, OPTIONS, now=NOW)
     statuses = [r.status for r in turn(moved.state).records]
     assert statuses == ["expired", "skipped"]
+
+
+# ----- a budget that pauses and asks -------------------------------------------
+
+
+def _paused(options: AgentSessionOptions) -> SessionState:
+    """A turn that reached `options.spend_limit` and waits for a new one (`intr-b`)."""
+    state = start_turn(queued("hello")).state
+    state = replace(state, usage=Usage(cost_usd=0.02))
+    assert advance(state, options, now=NOW).step == OpenBudgetStep()
+    return open_budget(state, options, interrupt_id="intr-b", now=NOW).state
+
+
+def test_a_spent_budget_waits_for_a_new_limit_and_goes_on_under_it() -> None:
+    options = AgentSessionOptions(spend_limit=0.01)
+    state = _paused(options)
+    assert session_status(state) == "budget_reached"
+    interrupt = state.interrupts["intr-b"]
+    assert (interrupt.kind, interrupt.tool_name, interrupt.arguments) == (
+        "budget",
+        "spend_limit",
+        {"spent_usd": 0.02, "spend_limit_usd": 0.01},
+    )
+    assert turn(carried(state)).phase == "await_budget"  # across continue-as-new
+    too_low = check_budget_answer(
+        state, "intr-b", approved=True, new_spend_limit=0.015, edited=False
+    )
+    assert too_low is not None and too_low.reason == "invalid_resolution"
+    assert "0.0200 USD spent" in too_low.message
+    assert (
+        check_budget_answer(
+            state, "intr-b", approved=True, new_spend_limit=0.05, edited=False
+        )
+        is None
+    )
+
+    answered = apply_resolution(
+        state,
+        interrupt_id="intr-b",
+        approved=True,
+        rejection_message=None,
+        update_id="b-1",
+        new_spend_limit=0.05,
+    ).state
+    settled = settle_approval(answered)
+
+    assert settled.state.spend_limit == 0.05
+    assert settled.events[0].data["new_spend_limit"] == 0.05
+    step = advance(settled.state, options, now=NOW).step
+    assert isinstance(step, RunModelStep)
+    assert step.max_budget_usd == 0.03  # the segment may spend what is left
+
+
+def test_a_declined_budget_fails_the_turn_as_a_spent_limit_did() -> None:
+    options = AgentSessionOptions(spend_limit=0.01)
+    state = _paused(options)
+    declined = apply_resolution(
+        state,
+        interrupt_id="intr-b",
+        approved=False,
+        rejection_message="enough",
+        update_id="b-2",
+    ).state
+
+    settled = settle_approval(declined)
+
+    assert settled.state.active is None
+    assert [e.type for e in settled.events] == ["interrupt_resolved", "turn_failed"]
+    assert "spend limit reached" in settled.events[1].data["error"]
+    assert "enough" in settled.events[1].data["error"]
+
+
+def test_a_segment_stopped_at_its_budget_counts_its_cost_and_pauses() -> None:
+    options = AgentSessionOptions(spend_limit=0.01)
+    state = running("hello")
+    assert model_step(state, options).max_budget_usd == 0.01
+
+    stopped = model_failed(
+        state,
+        options,
+        error="reached the budget",
+        budget_reached=True,
+        usage=Usage(cost_usd=0.012, model_calls=1),
+    )
+
+    assert stopped.step == OpenBudgetStep()
+    assert stopped.state.usage.cost_usd == 0.012
+    assert turn(stopped.state).reruns == 1  # it reruns from its start after a limit
+
+
+def test_a_cancel_while_the_budget_waits_ends_the_turn_cancelled() -> None:
+    options = AgentSessionOptions(spend_limit=0.01)
+    state = request_cancel(_paused(options), reason="", update_id="c").state
+    closed = settle_approval(state)
+    ended = advance(closed.state, options, now=NOW)
+    assert ended.state.active is None
+    assert [e.type for e in ended.events] == ["turn_cancelled"]

@@ -28,7 +28,7 @@ from claude_agent_sdk import (
     query,
 )
 
-from .._errors import SessionError
+from .._errors import BudgetReachedError, SessionError
 from ..session import (
     AgentEvent,
     AgentEventType,
@@ -62,6 +62,9 @@ from ._transcript import (
 from ._usage import SegmentObserver, cumulative_cost
 
 _SHUTDOWN_SECONDS = 10.0
+BUDGET_SUBTYPE = "error_max_budget_usd"
+"""The result subtype of a CLI that stopped at its `--max-budget-usd` (CLI 2.1.327:
+after the model call that crossed it, whose cost the result still reports)."""
 """How long a cancelled attempt waits for the SDK to wind down after the kill."""
 
 
@@ -147,6 +150,13 @@ class Segment:
                 prompt=prompt,
             )
             result = await self._query(prompt, options, group)
+        if result.subtype == BUDGET_SUBTYPE:
+            usage = self._observer.usage(result, previous_cost=cumulative_cost(loaded))
+            raise BudgetReachedError(
+                f"the segment reached the rest of the spend limit "
+                f"({options.max_budget_usd} USD): {_error_text(result)}",
+                usage=dataclasses.asdict(usage),
+            )
         self._finish_resumed_cli_call()
         await store.rewrite_appended(images.to_references)
         return self._outcome(result, store, turn_before, loaded, cwd)
@@ -190,6 +200,9 @@ class Segment:
             extra_args={**options.extra_args, "await-initialize": None},
             env={**cli_environment(options), **group.environment()},
             cli_path=group.cli_path,
+            max_budget_usd=_budget(
+                options.max_budget_usd, self._context.max_budget_usd
+            ),
             # Kept for a failure's message, and passed on to the application's own.
             stderr=self._stderr,
             # The CLI echoes the prompt in one stdout line; the SDK's 1 MiB
@@ -259,7 +272,7 @@ class Segment:
                 "the Claude Code CLI ended without a result; "
                 f"{self._stderr.described()}"
             )
-        if result.is_error:
+        if result.is_error and result.subtype != BUDGET_SUBTYPE:
             too_large = too_large_error(result, prompt)
             if too_large is not None:
                 raise too_large
@@ -485,3 +498,14 @@ def _error_text(result: ResultMessage) -> str:
     if result.errors:
         return "; ".join(result.errors)
     return (result.result or "").strip() or "no details"
+
+
+def _budget(own: float | None, remaining: float | None) -> float | None:
+    """The segment's `max_budget_usd`: the application's, or the rest of the limit.
+
+    The CLI counts this process's own spend (not the session's total it
+    reports), so the rest of the session's limit is the right budget.
+    """
+    if remaining is None:
+        return own
+    return remaining if own is None else min(own, remaining)

@@ -236,6 +236,8 @@ class InterruptCreatedEvent:
     at_least_once: bool = False
     """Approved, it runs inside the model's CLI, where a rerun segment can run it again."""
     deadline: str | None = None
+    kind: str = "tool_call"
+    """`budget`: the session reached its spend limit and asks for a new one."""
     timestamp: str = ""
 
 
@@ -260,6 +262,8 @@ class InterruptResolvedEvent:
     original_arguments_ref: BlobReference | None = None
     edited_by: str | None = None
     """Who edited the input (the resolution's `resolved_by`)."""
+    new_spend_limit: float | None = None
+    """The new limit of an approved `budget` interrupt (USD)."""
     timestamp: str = ""
 
 
@@ -299,6 +303,7 @@ _SET_ONLY = (
     "original_arguments",
     "original_arguments_ref",
     "edited_by",
+    "new_spend_limit",
 )
 """Fields added after 0.1 that events carry only when set: the events of an approval
 without an edit or expiry stay what they were."""
@@ -311,6 +316,8 @@ def agent_event(payload: EventPayload) -> AgentEvent:
     for name in _SET_ONLY:
         if data.get(name) in (None, False):
             data.pop(name, None)
+    if payload.type == "interrupt_created" and data.get("kind") == "tool_call":
+        del data["kind"]  # the events of a tool call's approval stay what they were
     if not data.get("timestamp"):
         data.pop("timestamp", None)
     return AgentEvent(type=payload.type, data=data)

@@ -96,6 +96,11 @@ class RunModelContext:
     tool_policies: dict[str, ToolPolicy]
     default_tool_effect: ToolEffect
     resume: ResumeState | None = None
+    max_budget_usd: float | None = None
+    """What is left of the session's spend limit (USD), or None without one. A
+    runner whose framework can stop at a budget passes it on and raises
+    `BudgetReachedError` when it stopped there; the session then asks for a new
+    limit. Others ignore it (the limit is then checked between segments)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

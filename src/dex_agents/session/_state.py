@@ -27,11 +27,15 @@ from ._policy import ToolEffect
 from ._records import ToolCall, ToolRecord
 from ._usage import Usage
 
-SessionStatus = Literal["idle", "running", "waiting_for_approval", "ended"]
+SessionStatus = Literal[
+    "idle", "running", "waiting_for_approval", "budget_reached", "ended"
+]
 TurnStatus = Literal[
     "running", "waiting_for_approval", "completed", "failed", "cancelled"
 ]
-TurnPhase = Literal["run_model", "tool", "await_approval", "execute", "resume"]
+TurnPhase = Literal[
+    "run_model", "tool", "await_approval", "execute", "resume", "await_budget"
+]
 
 SUMMARY_TEXT_LIMIT = 1000
 """Characters of a turn's answer or tool output kept in its summary (state, snapshot)."""
@@ -66,6 +70,11 @@ class Interrupt:
     at_least_once: bool = False
     """Approved, the call runs inside the model segment (a tool of the Claude CLI,
     such as Bash), which a crash reruns: it may run more than once."""
+    kind: Literal["tool_call", "budget"] = "tool_call"
+    """`budget`: the session reached its spend limit and asks for a new one (its
+    `arguments` say `spent_usd` and `spend_limit_usd`; no tool call waits)."""
+    new_spend_limit: float | None = None
+    """The limit a person set when approving a `budget` interrupt."""
     expired: bool = False
     """Its deadline passed with no answer (then `approved` is False): an expiry, not
     a person's refusal."""
@@ -112,6 +121,8 @@ class ActiveTurn:
     """What this turn's segments cost so far."""
     reruns: int = 0
     """Extra attempts of this turn's model segments so far (see `TurnSummary.reruns`)."""
+    paused_phase: TurnPhase = "run_model"
+    """The phase a turn waiting for a new spend limit (`await_budget`) goes back to."""
     cancel_requested: bool = False
     """`cancel_turn` asked to stop it: it ends `cancelled` at the next change."""
     cancel_reason: str = ""
@@ -153,6 +164,9 @@ class SessionState:
     """`end_session` was applied: no new turn starts, and the workflow completes
     once the active turn (if any) stopped."""
     end_reason: str = ""
+    spend_limit: float | None = None
+    """A spend limit a person set when the session reached its own (USD); None: the
+    session options' `spend_limit`."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -182,6 +196,8 @@ def session_status(state: SessionState) -> SessionStatus:
         return "running" if state.inbox else "idle"
     if state.active.phase == "await_approval":
         return "waiting_for_approval"
+    if state.active.phase == "await_budget":
+        return "budget_reached"
     return "running"
 
 
@@ -204,7 +220,9 @@ def turn_summary(active: ActiveTurn, status: TurnStatus | None) -> TurnSummary:
     """The summary of the active turn; `status` None derives it from the phase."""
     if status is None:
         status = (
-            "waiting_for_approval" if active.phase == "await_approval" else "running"
+            "waiting_for_approval"
+            if active.phase in ("await_approval", "await_budget")
+            else "running"
         )
     return TurnSummary(
         turn_id=active.turn_id,

@@ -87,6 +87,9 @@ DEADLINE_PASSED = "no approval arrived before the deadline"
 CANCELLED = "the turn was cancelled"
 """What a cancelled turn's error and its unrun calls' records say (with the reason)."""
 
+BUDGET_TOOL_NAME = "spend_limit"
+"""The `tool_name` a budget interrupt shows: what its answer changes."""
+
 SESSION_ENDED = "the session ended"
 """The rejection message of an approval the session's end rejected (with its reason)."""
 
@@ -119,6 +122,9 @@ class RunModelStep:
     """What the turn sends: its queued prompts and failure notes, oldest first."""
     resume: SegmentResume | None = None
     """Set when the segment continues after the turn's tool calls."""
+    max_budget_usd: float | None = None
+    """What is left of the session's spend limit (USD): the segment stops at the
+    model call that spends it (the CLI's `max_budget_usd`); None without a limit."""
 
     @property
     def step_execution_id(self) -> str:
@@ -151,6 +157,11 @@ class OpenInterruptStep:
     call: ToolCall
 
 
+@dataclass(frozen=True, slots=True)
+class OpenBudgetStep:
+    """The session reached its spend limit: name an interrupt, then `open_budget`."""
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AwaitApprovalStep:
     """Wait for the interrupt's resolution, its deadline or continue-as-new; then `settle_approval`."""
@@ -174,6 +185,7 @@ Step = (
     RunModelStep
     | CallToolStep
     | OpenInterruptStep
+    | OpenBudgetStep
     | AwaitApprovalStep
     | PublishStep
     | ContinueAsNewStep
@@ -206,6 +218,7 @@ RefusalReason = Literal[
     "unknown_interrupt",
     "session_busy",
     "session_ended",
+    "invalid_resolution",
 ]
 
 
@@ -253,12 +266,28 @@ def start_turn(state: SessionState) -> Transition:
     )
 
 
+def spend_limit(state: SessionState, options: AgentSessionOptions) -> float | None:
+    """The session's spend limit (USD): one a person set, else the options'."""
+    return state.spend_limit if state.spend_limit is not None else options.spend_limit
+
+
+def budget_spent(state: SessionState, options: AgentSessionOptions) -> bool:
+    """Whether the session's spend reached its limit."""
+    limit = spend_limit(state, options)
+    return limit is not None and state.usage.cost_usd >= limit
+
+
 def advance(
-    state: SessionState, options: AgentSessionOptions, *, now: datetime
+    state: SessionState,
+    options: AgentSessionOptions,
+    *,
+    now: datetime,
+    budget_pauses: bool = True,
 ) -> Transition:
     """Make every change that needs nothing from outside, then name the Step that does.
 
-    A spent budget fails the turn; a call after a rejected or unfinished one
+    A spent budget pauses the turn for a new limit (`budget_pauses`; before
+    0.2 it failed the turn); a call after a rejected or unfinished one
     of the same reply is skipped; a call without approval goes to execute;
     the end of a batch resumes the model. A session that is ending stops the
     turn here, before its next Step. With no active turn there is no Step.
@@ -269,25 +298,21 @@ def advance(
         return replace(transition, events=(*events, *transition.events))
 
     while (active := state.active) is not None:
-        if active.cancel_requested and active.phase != "await_approval":
+        waits = active.phase in ("await_approval", "await_budget")
+        if active.cancel_requested and not waits:
             return then(cancel_turn(state))
-        if state.end_requested and active.phase != "await_approval":
+        if state.end_requested and not waits:
             return then(_fail_turn(state, _ended_turn_error(state)))
         match active.phase:
             case "run_model" | "resume":
-                spent, limit = state.usage.cost_usd, options.spend_limit
-                if limit is not None and spent >= limit:
-                    return then(
-                        _fail_turn(
-                            state,
-                            f"spend limit reached: {spent:.4f} USD of {limit:.4f} "
-                            "USD; raise `spend_limit` to continue",
-                        )
-                    )
+                if budget_spent(state, options):
+                    if budget_pauses:
+                        return then(Transition(state=state, step=OpenBudgetStep()))
+                    return then(_fail_turn(state, _limit_text(state, options)))
                 state = replace(
                     state, active=replace(active, segment=active.segment + 1)
                 )
-                return then(Transition(state=state, step=model_step(state)))
+                return then(Transition(state=state, step=model_step(state, options)))
             case "tool":
                 if active.call_index >= len(active.calls):
                     state = replace(state, active=replace(active, phase="resume"))
@@ -306,7 +331,7 @@ def advance(
                     )
                 else:
                     state = replace(state, active=replace(active, phase="execute"))
-            case "await_approval":
+            case "await_approval" | "await_budget":
                 return then(Transition(state=state, step=_approval_step(state, now)))
             case "execute":
                 return then(Transition(state=state, step=_tool_step(active, options)))
@@ -316,8 +341,13 @@ def advance(
 # ----- the model phase --------------------------------------------------------
 
 
-def model_step(state: SessionState) -> RunModelStep:
-    """The RunModel Step of the segment the active turn is at."""
+def model_step(
+    state: SessionState, options: AgentSessionOptions | None = None
+) -> RunModelStep:
+    """The RunModel Step of the segment the active turn is at.
+
+    With `options`, the Step carries what is left of the spend limit.
+    """
     active = _active(state)
     resume = None
     if active.phase == "resume":
@@ -326,12 +356,16 @@ def model_step(state: SessionState) -> RunModelStep:
             partial_segment_id=active.partial_segment_id,
             records=tuple(active.records),
         )
+    limit = spend_limit(state, options) if options is not None else None
     return RunModelStep(
         turn_id=active.turn_id,
         segment=active.segment,
         transcript_head=state.transcript_head,
         pending=tuple(state.pending[: active.pending_count]),
         resume=resume,
+        max_budget_usd=None
+        if limit is None
+        else round(max(limit - state.usage.cost_usd, 0.0), 6),
     )
 
 
@@ -393,8 +427,14 @@ def model_failed(
     timed_out: bool = False,
     too_large: bool = False,
     attempts: int = 0,
+    budget_reached: bool = False,
+    usage: Usage | None = None,
 ) -> Transition:
     """The segment failed for good (its attempts are used up): the turn fails.
+
+    `budget_reached`: the segment stopped at the model call that spent the
+    rest of the limit (`usage` is what it spent); the turn pauses for a new
+    limit instead, and the segment reruns from its start after one.
 
     `timed_out`: it ran past `run_model_limit` or stopped heartbeating.
     `too_large`: the model refused the turn's prompts as too large.
@@ -402,6 +442,10 @@ def model_failed(
     turn rerun.
     """
     state = _rerun(state, attempts)
+    if budget_reached:
+        if usage is not None:
+            state = _add_usage(state, usage)
+        return Transition(state=_rerun(state, 2), step=OpenBudgetStep())
     if timed_out:
         error = (
             f"the model segment exceeded `run_model_limit` ({options.run_model_limit}) "
@@ -456,6 +500,59 @@ def open_interrupt(
     )
 
 
+def open_budget(
+    state: SessionState,
+    options: AgentSessionOptions,
+    *,
+    interrupt_id: str,
+    now: datetime,
+) -> Transition:
+    """The turn waits for a person to raise the spend limit (or decline), as `interrupt_id`."""
+    active = _active(state)
+    spent, limit = state.usage.cost_usd, spend_limit(state, options)
+    deadline = options.interrupt_deadline
+    arguments: JsonObject = {
+        "spent_usd": round(spent, 6),
+        "spend_limit_usd": limit,
+    }
+    interrupt = Interrupt(
+        interrupt_id=interrupt_id,
+        turn_id=active.turn_id,
+        tool_call_id="",
+        tool_name=BUDGET_TOOL_NAME,
+        arguments=arguments,
+        effect="unclassified",
+        reason=f"the session spent {spent:.4f} USD of its {limit or 0:.4f} USD "
+        "limit; answer with a new limit to continue, or decline to end the turn",
+        created_at=now.isoformat(),
+        deadline=(now + deadline).isoformat() if deadline is not None else None,
+        kind="budget",
+    )
+    paused = replace(
+        active,
+        interrupt_id=interrupt_id,
+        paused_phase=active.phase,
+        phase="await_budget",
+    )
+    created = InterruptCreatedEvent(
+        interrupt_id=interrupt_id,
+        tool_call_id="",
+        tool_name=BUDGET_TOOL_NAME,
+        arguments=arguments,
+        deadline=interrupt.deadline,
+        kind="budget",
+    )
+    return Transition(
+        state=replace(
+            state,
+            interrupts={**state.interrupts, interrupt_id: interrupt},
+            active=paused,
+        ),
+        events=(agent_event(created),),
+        step=PublishStep(),
+    )
+
+
 def runs_in_model_segment(call: ToolCall) -> bool:
     """Whether `call`, approved, runs inside the resumed model segment (not its own Step).
 
@@ -497,6 +594,8 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
         return _close_for_cancel(state, interrupt)
     if not interrupt.resolved:
         return Transition(state=state, step=ContinueAsNewStep())
+    if interrupt.kind == "budget":
+        return _settle_budget(state, interrupt)
     call = active.calls[active.call_index]
     edit = call.edit if interrupt.approved else None
     resolved = InterruptResolvedEvent(
@@ -524,6 +623,36 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
         state = _record(state, refused)
         events.append(_finished_event(refused))
     return Transition(state=state, events=tuple(events), step=PublishStep())
+
+
+def _settle_budget(state: SessionState, interrupt: Interrupt) -> Transition:
+    """A budget interrupt answered: a new limit continues the turn; else it fails."""
+    active = _active(state)
+    resolved = InterruptResolvedEvent(
+        interrupt_id=interrupt.interrupt_id,
+        approved=bool(interrupt.approved),
+        rejection_message=interrupt.rejection_message,
+        resolved_by=interrupt.resolved_by,
+        expired=interrupt.expired,
+        new_spend_limit=interrupt.new_spend_limit if interrupt.approved else None,
+    )
+    events = (agent_event(resolved),)
+    if interrupt.approved and interrupt.new_spend_limit is not None:
+        back = replace(active, phase=active.paused_phase, interrupt_id=None)
+        raised = replace(state, active=back, spend_limit=interrupt.new_spend_limit)
+        return Transition(state=raised, events=events, step=PublishStep())
+    limit = interrupt.arguments.get("spend_limit_usd")
+    spent = interrupt.arguments.get("spent_usd")
+    if interrupt.expired:
+        why = "no new limit arrived before the deadline"
+    else:
+        why = interrupt.rejection_message or "a person declined to raise it"
+    failed = _fail_turn(
+        state,
+        f"spend limit reached: {spent} USD of {limit} USD ({why}); raise "
+        "`spend_limit` to continue",
+    )
+    return replace(failed, events=(*events, *failed.events))
 
 
 # ----- cancelling a turn ------------------------------------------------------
@@ -644,6 +773,12 @@ def _close_for_cancel(state: SessionState, interrupt: Interrupt) -> Transition:
     resolved = InterruptResolvedEvent(
         interrupt_id=closed.interrupt_id, approved=False, rejection_message=message
     )
+    if interrupt.kind == "budget":
+        # No call waits: the turn goes back to its model phase, which cancels it.
+        back = replace(active, phase=active.paused_phase, interrupt_id=None)
+        return Transition(
+            state=replace(state, active=back), events=(agent_event(resolved),)
+        )
     record = replace(
         _record_of(active.calls[active.call_index], "cancelled"),
         rejection_message=message,
@@ -761,6 +896,48 @@ def queue_message(
     return UpdateOutcome(state=queued, answer=True)
 
 
+def check_budget_answer(
+    state: SessionState,
+    interrupt_id: str,
+    *,
+    approved: bool,
+    new_spend_limit: float | None,
+    edited: bool,
+) -> Refusal | None:
+    """Why a resolution does not fit its interrupt's kind, or None.
+
+    A `budget` interrupt is approved with a new limit above what the session
+    spent; a tool call's takes no limit, and only a tool call's takes an edit.
+    """
+    interrupt = state.interrupts.get(interrupt_id)
+    if interrupt is None or interrupt.resolved:
+        return None  # unknown or answered: `check_resolution`/`apply_resolution` say
+    if interrupt.kind != "budget":
+        if new_spend_limit is None:
+            return None
+        return Refusal(
+            reason="invalid_resolution",
+            message=f"interrupt {interrupt_id!r} approves the tool call "
+            f"{interrupt.tool_name}, not a budget; pass `new_spend_limit` only for a "
+            "spend-limit interrupt",
+        )
+    spent = state.usage.cost_usd
+    if edited:
+        return Refusal(
+            reason="invalid_resolution",
+            message=f"interrupt {interrupt_id!r} asks for a new spend limit, which "
+            "takes no edited input; pass `new_spend_limit`",
+        )
+    if approved and (new_spend_limit is None or new_spend_limit <= spent):
+        return Refusal(
+            reason="invalid_resolution",
+            message=f"interrupt {interrupt_id!r} asks for a new spend limit: approve "
+            f"it with `new_spend_limit` above the {spent:.4f} USD spent (got "
+            f"{new_spend_limit!r}), or decline it to end the turn",
+        )
+    return None
+
+
 def check_resolution(state: SessionState, interrupt_id: str) -> Refusal | None:
     """Why `resolve_interrupt` refuses `interrupt_id`, or None.
 
@@ -788,6 +965,7 @@ def apply_resolution(
     update_id: str | None,
     resolved_by: str | None = None,
     edited_call: ToolCall | None = None,
+    new_spend_limit: float | None = None,
 ) -> UpdateOutcome:
     """Approve or reject a waiting call; a repeat answers False and changes nothing.
 
@@ -814,6 +992,9 @@ def apply_resolution(
         rejection_message=rejection_message,
         # A name, but given by a caller: bounded, since the state carries it.
         resolved_by=resolved_by,
+        new_spend_limit=new_spend_limit
+        if approved and interrupt.kind == "budget"
+        else None,
     )
     resolved = replace(
         state,
@@ -873,7 +1054,7 @@ def check_end(state: SessionState, *, force: bool) -> Refusal | None:
     if force or state.end_requested:
         return None
     active = state.active
-    if active is not None and active.phase == "await_approval":
+    if active is not None and active.phase in ("await_approval", "await_budget"):
         waiting = [i for i, v in state.interrupts.items() if not v.resolved]
         busy = f"waiting for approval of {waiting}"
     elif active is not None:
@@ -992,6 +1173,14 @@ def _ended(state: SessionState) -> Refusal:
         message=f"session {state.session_id!r} has ended{why}; it takes no more "
         "messages or approvals. Its history stays readable (`dex-agents show`); "
         "start a new session with another ID to go on",
+    )
+
+
+def _limit_text(state: SessionState, options: AgentSessionOptions) -> str:
+    spent, limit = state.usage.cost_usd, spend_limit(state, options) or 0.0
+    return (
+        f"spend limit reached: {spent:.4f} USD of {limit:.4f} USD; raise "
+        "`spend_limit` to continue"
     )
 
 

@@ -24,7 +24,13 @@ from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from .._errors import InvalidEditError, SessionError, ToolExecutionError, UserError
+from .._errors import (
+    BudgetReachedError,
+    InvalidEditError,
+    SessionError,
+    ToolExecutionError,
+    UserError,
+)
 from ..session import (
     INLINE_TEXT_LIMIT,
     AgentEvent,
@@ -275,6 +281,14 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
     call that ended outcome_unknown says how many attempts ran.
     """
     details = () if attempt is None else ({"attempt": attempt},)
+    if isinstance(err, BudgetReachedError):
+        # What the stopped segment spent travels with it: the session counts it.
+        return ApplicationError(
+            str(err),
+            {"attempt": attempt or 0, "usage": err.usage},
+            type=type(err).__name__,
+            non_retryable=True,
+        )
     if isinstance(err, SessionError):
         delay = timedelta(seconds=err.retry_after) if err.retry_after else None
         return ApplicationError(
@@ -412,6 +426,7 @@ def build_activities(
                 tool_policies=options.tool_policies,
                 default_tool_effect=options.default_tool_effect,
                 resume=resume,
+                max_budget_usd=input.max_budget_usd,
             )
             span_session: dict[str, str | int] = {
                 "session_id": input.session_id,

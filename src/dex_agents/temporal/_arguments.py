@@ -236,6 +236,18 @@ def check_resolution_input(input: ResolveInterruptInput) -> None:
     check_text("rejection_message", input.rejection_message, optional=True)
     check_text("resolved_by", input.resolved_by, optional=True)
     check_edit(input)
+    limit = input.new_spend_limit
+    if limit is not None and (
+        isinstance(limit, bool)
+        or not isinstance(limit, int | float)
+        or not math.isfinite(limit)
+        or limit <= 0
+    ):
+        raise InvalidArgumentError(
+            "new_spend_limit",
+            "`new_spend_limit` must be a positive, finite number of USD (an int or "
+            f"float), got {shown(limit)}",
+        )
 
 
 def check_edit(input: ResolveInterruptInput) -> None:

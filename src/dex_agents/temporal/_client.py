@@ -416,6 +416,7 @@ async def resolve_interrupt(
     resolved_by: str | None = None,
     edited_input: Mapping[str, Any] | None = None,
     store: RuntimeStore | None = None,
+    new_spend_limit: float | None = None,
 ) -> bool:
     """Approve or reject a pending tool call, or approve it with an edited input.
 
@@ -439,6 +440,11 @@ async def resolve_interrupt(
     edit longer than `MAX_INLINE_EDIT_BYTES` goes to `store` first. An edit is
     never recorded without a worker: it needs the check.
 
+    An interrupt of kind `budget` (the session reached its spend limit; status
+    `budget_reached`) is approved with `new_spend_limit`, in USD and above what
+    the session spent: the turn goes on under it. Rejected, the turn fails as
+    a spent limit always did.
+
     Raises:
         InvalidArgumentError: an argument has the wrong type or value, such as
             an `approved` that is not a bool (nothing is sent or recorded).
@@ -460,6 +466,7 @@ async def resolve_interrupt(
         rejection_message=rejection_message,
         resolved_by=resolved_by,
         edited_input=edit,
+        new_spend_limit=new_spend_limit,
     )
     if edit is not None:
         # Every check before the store is written: a refused call writes nothing.
@@ -965,6 +972,7 @@ class SessionClient:
         timeout: timedelta | float | None = None,
         resolved_by: str | None = None,
         edited_input: Mapping[str, Any] | None = None,
+        new_spend_limit: float | None = None,
     ) -> bool:
         """See `resolve_interrupt`."""
         return await resolve_interrupt(
@@ -978,6 +986,7 @@ class SessionClient:
             resolved_by=resolved_by,
             edited_input=edited_input,
             store=self.store,
+            new_spend_limit=new_spend_limit,
         )
 
     async def cancel_turn(

@@ -77,6 +77,9 @@ class ResolveInterruptInput:
     checks it against the tool's schema and decides its policy again first."""
     edited_input_ref: BlobReference | None = None
     """The runtime store blob of a long `edited_input` (then `edited_input` is None)."""
+    new_spend_limit: float | None = None
+    """Approve a `budget` interrupt (the session reached its spend limit) with this
+    new limit, in USD; it must be above what the session spent."""
 
     @property
     def edited(self) -> bool:
@@ -147,6 +150,8 @@ class RunModelInput:
     """Session events not published yet (a turn's start), written before the segment runs."""
     first_seq: int = 0
     """The session event sequence number before `session_events`."""
+    max_budget_usd: float | None = None
+    """What is left of the spend limit: the segment's budget (None: no limit)."""
 
     @classmethod
     def for_step(
@@ -174,6 +179,7 @@ class RunModelInput:
             resume=resume,
             session_events=events,
             first_seq=first_seq,
+            max_budget_usd=step.max_budget_usd,
         )
 
 

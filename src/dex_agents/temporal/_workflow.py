@@ -68,6 +68,7 @@ SESSION_ENDED = "SessionEnded"
 RECORD_RESOLUTION = "record_resolution"
 """The Signal a client sends when no worker took its `resolve_interrupt` Update."""
 TOO_LARGE = "MessageTooLargeError"
+BUDGET_REACHED = "BudgetReachedError"
 INVALID_EDIT = "InvalidEdit"
 """The failure type of an edit the runner refused; its detail names the field."""
 EDIT_UNCHECKED = "EditUnchecked"
@@ -84,6 +85,7 @@ _ERROR_TYPES: dict[session.RefusalReason, str] = {
     "unknown_interrupt": UNKNOWN_INTERRUPT,
     "session_busy": SESSION_BUSY,
     "session_ended": SESSION_ENDED,
+    "invalid_resolution": INVALID_ARGUMENT,
 }
 """The failure type clients match on for each refusal of a validator."""
 
@@ -91,6 +93,8 @@ _ERROR_TYPES: dict[session.RefusalReason, str] = {
 _PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
 """Tool records say how many attempts their Step ran (they said 0 before)."""
 _PATCH_NO_START_PUBLISH = "no-turn-start-publish"
+_PATCH_BUDGET_PAUSE = "budget-pause"
+"""A spent budget pauses the turn for a new limit (it failed the turn before)."""
 """A turn's start is published with its next change, not in a round trip before RunModel."""
 
 
@@ -196,7 +200,8 @@ class AgentSessionWorkflow:
         # of this turn or of an earlier one, which its turn queues behind).
         await workflow.wait_condition(
             lambda: (
-                session.session_status(self.state) == "waiting_for_approval"
+                session.session_status(self.state)
+                in ("waiting_for_approval", "budget_reached")
                 or (
                     (self.state.turn_counter >= target or self.state.end_requested)
                     and session.session_status(self.state) != "running"
@@ -240,6 +245,7 @@ class AgentSessionWorkflow:
                 update_id=_update_id(),
                 resolved_by=input.resolved_by,
                 edited_call=edited_call,
+                new_spend_limit=input.new_spend_limit,
             )
         )
 
@@ -287,6 +293,7 @@ class AgentSessionWorkflow:
         # A validator rejection writes no history: an unknown ID changes nothing.
         _refuse_arguments(check_resolution_input, input)
         _refuse(session.check_resolution(self.state, input.interrupt_id))
+        _refuse(_budget_answer(self.state, input))
 
     @workflow.signal(name=RECORD_RESOLUTION)
     def record_resolution(self, input: ResolveInterruptInput) -> None:
@@ -304,6 +311,8 @@ class AgentSessionWorkflow:
         history without this Signal replays as before.
         """
         refusal = session.check_resolution(self.state, input.interrupt_id)
+        if refusal is None:
+            refusal = _budget_answer(self.state, input)
         if refusal is None and input.edited:
             # An edit needs the runner's check, which a Signal cannot wait for;
             # the client never records one. Applied without it, the model's
@@ -326,6 +335,7 @@ class AgentSessionWorkflow:
                 rejection_message=input.rejection_message,
                 update_id=None,
                 resolved_by=input.resolved_by,
+                new_spend_limit=input.new_spend_limit,
             )
         )
 
@@ -464,8 +474,19 @@ class AgentSessionWorkflow:
         """Follow the turn machine until the active turn ends."""
         while self.state.active is not None:
             await self._follow(
-                session.advance(self.state, self.options, now=workflow.now())
+                session.advance(
+                    self.state,
+                    self.options,
+                    now=workflow.now(),
+                    budget_pauses=self._budget_pauses(),
+                )
             )
+
+    def _budget_pauses(self) -> bool:
+        """Whether a spent budget pauses the turn (asked only once it is spent)."""
+        return not session.budget_spent(self.state, self.options) or workflow.patched(
+            _PATCH_BUDGET_PAUSE
+        )
 
     def _apply(self, transition: session.Transition) -> session.Step | None:
         """Take a transition's state and events in; return the Step it asks for."""
@@ -495,6 +516,16 @@ class AgentSessionWorkflow:
                         now=workflow.now(),
                     )
                 )
+            case session.OpenBudgetStep():
+                interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
+                await self._follow(
+                    session.open_budget(
+                        self.state,
+                        self.options,
+                        interrupt_id=interrupt_id,
+                        now=workflow.now(),
+                    )
+                )
             case session.AwaitApprovalStep() as step:
                 await self._await_approval(step)
             case session.PublishStep():
@@ -507,7 +538,7 @@ class AgentSessionWorkflow:
     async def _run_model(self, active: ActiveTurn) -> None:
         """Run the model segment `active` is at (`session.model_step`) and take its result in."""
         opts = self.options
-        step = session.model_step(self.state)
+        step = session.model_step(self.state, self.options)
         # Events not published yet (the turn's start) go with the Step: no extra round trip.
         events, first_seq = self._take_events()
         input = RunModelInput.for_step(
@@ -533,6 +564,17 @@ class AgentSessionWorkflow:
             out = await handle
         except ActivityError as err:
             cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == BUDGET_REACHED:
+                await self._follow(
+                    session.model_failed(
+                        self.state,
+                        opts,
+                        error=_failure_text(err),
+                        budget_reached=True,
+                        usage=_spent(cause),
+                    )
+                )
+                return
             failed = session.model_failed(
                 self.state,
                 opts,
@@ -707,14 +749,45 @@ async def _stopped(handle: workflow.ActivityHandle[RunModelOutput]) -> str:
     return out.final_text
 
 
+def _spent(cause: ApplicationError) -> session.Usage | None:
+    """What a segment stopped at its budget spent (its error's details say)."""
+    if cause.details and isinstance(cause.details[0], dict):
+        usage = cast(dict[str, object], cause.details[0]).get("usage")
+        if isinstance(usage, dict):
+            try:
+                return session.Usage(**cast(dict[str, Any], usage))
+            except TypeError:
+                return None
+    return None
+
+
 def _update_id() -> str | None:
     """The running Update's ID (None outside an Update)."""
     info = workflow.current_update_info()
     return info.id if info is not None else None
 
 
+def _budget_answer(
+    state: session.SessionState, input: ResolveInterruptInput
+) -> session.Refusal | None:
+    return session.check_budget_answer(
+        state,
+        input.interrupt_id,
+        approved=input.approved,
+        new_spend_limit=input.new_spend_limit,
+        edited=input.edited,
+    )
+
+
 def _refuse(refusal: session.Refusal | None) -> None:
     """Raise a validator's refusal as the failure clients match on."""
+    if refusal is not None and refusal.reason == "invalid_resolution":
+        raise ApplicationError(
+            refusal.message,
+            "new_spend_limit",
+            type=INVALID_ARGUMENT,
+            non_retryable=True,
+        )
     if refusal is not None:
         raise ApplicationError(
             refusal.message, type=_ERROR_TYPES[refusal.reason], non_retryable=True

@@ -46,6 +46,8 @@ class LedgerFlowConfig:
     continue_as_new_after_events: int | None = None
     max_input_bytes: int | None = None
     """The scripted model's input limit (see `ScriptedRunner`); None: no limit."""
+    spend_limit: float | None = None
+    """The session's `spend_limit` (each scripted segment costs 0.001 USD)."""
     extra: dict[str, str] = field(default_factory=lambda: {})
 
 
@@ -140,5 +142,6 @@ def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
             retry_interval=timedelta(seconds=config.retry_seconds),
             interrupt_deadline=timedelta(seconds=deadline) if deadline else None,
             continue_as_new_after_events=config.continue_as_new_after_events,
+            spend_limit=config.spend_limit,
         ),
     )
