@@ -31,7 +31,8 @@ def _tool_results(rig: ClaudeRig) -> list[dict[str, Any]]:
     """The tool results of the last model request."""
     last = [r.body for r in rig.api.requests if isinstance(r.body, dict)][-1]
     results: list[dict[str, Any]] = []
-    for message in last["messages"]:
+    messages: list[Any] = last["messages"]  # pyright: ignore[reportAssignmentType]
+    for message in messages:
         content = message.get("content")
         if message.get("role") == "user" and isinstance(content, list):
             results += [b for b in content if b.get("type") == "tool_result"]

@@ -43,7 +43,7 @@ from ..temporal import (
 from ..testing import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from . import _render as render
 from ._agent_ref import load_flow
-from ._approvals import exit_with, pending_approvals, resolve
+from ._approvals import edited_input_option, exit_with, pending_approvals, resolve
 from ._chat import run_chat
 from ._complete import complete_interrupt, complete_session
 from ._context import (
@@ -66,7 +66,13 @@ from ._context import (
 from ._demo import DemoFailed, run_demo
 from ._doctor import doctor
 from ._end import end
-from ._errors import CommandError, prog, release_engine_runtime, run
+from ._errors import (
+    BadArgumentError,
+    CommandError,
+    prog,
+    release_engine_runtime,
+    run,
+)
 from ._views import ShownCall, turn_calls
 
 _AGENT_HELP = (
@@ -791,18 +797,31 @@ when one starts, 4 already answered the other way (nothing changed).
 @main.command(
     epilog=_examples(
         "dex-agents approve session-1 intr_0123456789abcdef",
+        'dex-agents approve session-1 intr_0123456789abcdef --edit \'{"orderId": "8"}\'',
+        "dex-agents approve session-1 intr_0123456789abcdef --edit @input.json",
         "dex-agents approvals   # every pending approval, with its IDs",
     )
     + _RESOLVE_EXIT
 )
 @click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
 @click.argument("interrupt_id", shell_complete=complete_interrupt)
+@click.option(
+    "--edit",
+    "edit",
+    metavar="JSON|@FILE",
+    help="Approve with this input instead of the model's: the call's whole input "
+    "as a JSON object, or @FILE to read it from a file (@- reads stdin). The "
+    "worker checks it against the tool's schema; a refused edit changes nothing "
+    "(exit code 1) and the call still waits. `show` and `events` keep both "
+    "inputs and who edited.",
+)
 @_TIMEOUT_OPTION
 @_AS_OPTION
 @target_options
 def approve(
     session_id: str,
     interrupt_id: str,
+    edit: str | None,
     timeout: float,
     resolved_by: str | None,
     target: Target,
@@ -810,8 +829,10 @@ def approve(
     """Approve a pending tool call; the tool then runs in the session's worker.
 
     With no worker running, the approval is recorded in the session's history
-    and applies (once) when a worker starts.
+    and applies (once) when a worker starts. An approval with `--edit` needs a
+    worker (it checks the edit), so it is never recorded for later.
     """
+    edited_input = edited_input_option(edit) if edit is not None else None
     exit_with(
         run(
             resolve(
@@ -822,6 +843,7 @@ def approve(
                 message=None,
                 timeout=timeout,
                 resolved_by=_decider(resolved_by),
+                edited_input=edited_input,
             )
         )
     )
@@ -838,6 +860,7 @@ def approve(
 @click.option(
     "--message", "-m", help="Why: the agent reads it in place of the tool's result."
 )
+@click.option("--edit", "edit", hidden=True)  # refused, with what to run instead
 @_TIMEOUT_OPTION
 @_AS_OPTION
 @target_options
@@ -845,6 +868,7 @@ def reject(
     session_id: str,
     interrupt_id: str,
     message: str | None,
+    edit: str | None,
     timeout: float,
     resolved_by: str | None,
     target: Target,
@@ -854,6 +878,12 @@ def reject(
     With no worker running, the rejection is recorded in the session's history
     and applies when a worker starts.
     """
+    if edit is not None:
+        raise BadArgumentError(
+            "`reject` takes no `--edit`: a rejected call never runs. To run it with "
+            f"another input, `{prog()} approve {session_id} {interrupt_id} --edit "
+            "JSON`"
+        )
     exit_with(
         run(
             resolve(

@@ -11,14 +11,24 @@ instead: whether the interrupt exists, and whether (and how) it was answered.
 from __future__ import annotations
 
 import asyncio
+import json
+import sys
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import cast
 
 import click
 from rich.console import Console
 from rich.text import Text
 
-from .._errors import NoWorkerError, UnknownInterruptError
+from .._errors import (
+    InvalidArgumentError,
+    InvalidEditError,
+    NoWorkerError,
+    UnknownInterruptError,
+)
+from ..session import JsonObject
 from ..stores import RuntimeStore, redacted_store
 from ..temporal import (
     AgentSnapshot,
@@ -37,7 +47,13 @@ from ._context import (
     store_exists,
     worker_seen,
 )
-from ._errors import EXIT_RECORDED, CommandError, ConflictError, prog
+from ._errors import (
+    EXIT_RECORDED,
+    BadArgumentError,
+    CommandError,
+    ConflictError,
+    prog,
+)
 from ._views import Pending
 
 _UNSEEN_WAIT = 2.0
@@ -56,6 +72,8 @@ class Answer:
     rejection_message: str | None
     expired: bool = False
     """Its deadline answered it (its call's `tool_call_finished` says `expired`)."""
+    edited: bool = False
+    """It was approved with an edited input."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,6 +106,8 @@ async def logged(store: RuntimeStore, session_id: str, interrupt_id: str) -> Log
                 answer = Answer(
                     approved=bool(data.get("approved")),
                     rejection_message=message if isinstance(message, str) else None,
+                    expired=bool(data.get("expired")),
+                    edited="edited_arguments" in data or "edited_arguments_ref" in data,
                 )
     if answer is not None and expired:
         answer = replace(answer, expired=True)
@@ -108,6 +128,69 @@ async def _answer_when_logged(
         await asyncio.sleep(0.1)
 
 
+_EDIT_HINT = (
+    "pass the call's whole input as a JSON object, e.g. `--edit "
+    '\'{"orderId": "8"}\'`, or `--edit @input.json` to read it from a file'
+)
+_JSON_KINDS = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+def edited_input_option(value: str) -> JsonObject:
+    """`--edit`'s value as the edited input: a JSON object, or `@FILE` holding one.
+
+    `@-` reads it from stdin. JSON's non-standard `NaN` and `Infinity` are
+    refused here, as the session would refuse them.
+
+    Raises:
+        BadArgumentError: not JSON, not an object, or an unreadable file (exit 2).
+    """
+    text, named = value, "`--edit`"
+    if value.startswith("@"):
+        name = value[1:]
+        named = f"`--edit {value}`"
+        if not name:
+            raise BadArgumentError(
+                f"bad {named}: name a file after `@` (`--edit @input.json`, or "
+                "`--edit @-` for stdin)"
+            )
+        try:
+            text = (
+                sys.stdin.read()
+                if name == "-"
+                else Path(name).read_text(encoding="utf-8")
+            )
+        except (OSError, UnicodeDecodeError) as err:
+            why = err.strerror if isinstance(err, OSError) and err.strerror else err
+            raise BadArgumentError(
+                f"bad {named}: cannot read {name!r}: {why}"
+            ) from None
+    try:
+        parsed: object = json.loads(text, parse_constant=_no_constant)
+    except ValueError as err:
+        shown = text if len(text) <= 40 else f"{text[:39]}…"
+        raise BadArgumentError(
+            f"bad {named}: {shown!r} is not JSON ({err}); {_EDIT_HINT}"
+        ) from None
+    if not isinstance(parsed, dict):
+        kind = _JSON_KINDS.get(type(parsed), type(parsed).__name__)
+        raise BadArgumentError(
+            f"bad {named}: the edited input must be a JSON object ({{...}}), not "
+            f"{kind}; {_EDIT_HINT}"
+        )
+    return cast(JsonObject, parsed)
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
 async def resolve(
     target: Target,
     session_id: str,
@@ -117,11 +200,18 @@ async def resolve(
     message: str | None,
     timeout: float,
     resolved_by: str | None = None,
+    edited_input: JsonObject | None = None,
 ) -> int:
     """Answer one approval as `resolved_by`; the exit code (0 done, 3 recorded for later).
 
+    `edited_input` (with `approved`) approves the call with this input instead
+    of the model's; the session's worker checks it first, so an edit is never
+    recorded for later.
+
     Raises:
-        CommandError: no such session or interrupt, or it has ended.
+        CommandError: no such session or interrupt, or it has ended; a refused
+            edit (the call still waits), or an edit that no worker took.
+        BadArgumentError: an edit the library refuses before sending it.
         ConflictError: the call was already answered the other way, or such an
             answer is recorded for when a worker starts.
     """
@@ -134,7 +224,9 @@ async def resolve(
         if not seen and store is not None:
             known = await logged(store, session_id, interrupt_id)
             if known.answer is not None:
-                return _already(out, session_id, interrupt_id, approved, known.answer)
+                return _already(
+                    out, session_id, interrupt_id, approved, known.answer, edited_input
+                )
             if not known.created and await store.get_snapshot(session_id):
                 raise await _unknown(conn, store, session_id, interrupt_id, live=False)
         verb = "approve" if approved else "reject"
@@ -151,12 +243,31 @@ async def resolve(
                     rejection_message=message,
                     timeout=timeout if seen else min(timeout, _UNSEEN_WAIT),
                     resolved_by=resolved_by,
+                    edited_input=edited_input,
+                    store=store,
                 )
+        except InvalidArgumentError as err:
+            if err.argument != "edited_input":
+                raise
+            raise BadArgumentError(f"bad `--edit`: {err}") from None
+        except InvalidEditError as err:
+            raise CommandError(
+                f"the edit was refused and {interrupt_id} still waits: {err}"
+            ) from None
         except NoWorkerError as err:
             log = await logged(store, session_id, interrupt_id) if store else None
             if log is not None and log.answer is not None:
                 # Answered before the worker stopped: what was recorded changes nothing.
-                return _already(out, session_id, interrupt_id, approved, log.answer)
+                return _already(
+                    out, session_id, interrupt_id, approved, log.answer, edited_input
+                )
+            if edited_input is not None:
+                raise CommandError(
+                    f"no worker of flow {info.flow_type!r} took the edited approval "
+                    f"of {interrupt_id} (session {session_id!r}); an edit needs a "
+                    "worker to check it, so nothing was recorded: start one "
+                    f"(`{prog()} worker --agent module:flow`) and approve again"
+                ) from None
             if err.superseded is not None:
                 verb = "approve" if approved else "reject"
                 raise ConflictError(
@@ -188,15 +299,22 @@ async def resolve(
             raise await _unknown(conn, store, session_id, interrupt_id) from None
         if not changed:
             answer = await _answer_when_logged(store, session_id, interrupt_id)
-            return _already(out, session_id, interrupt_id, approved, answer)
+            return _already(
+                out, session_id, interrupt_id, approved, answer, edited_input
+            )
     finally:
         if store is not None:
             await store.close()
     done = "approved" if approved else "rejected"
+    edit = (
+        f" with an edited input: it runs with {render.input_summary(edited_input)}"
+        if edited_input is not None
+        else ""
+    )
     out.print(
         Text.assemble(
             ("✓ " if approved else "✗ ", "green" if approved else "red"),
-            f"{done} {interrupt_id} of session {session_id}",
+            f"{done} {interrupt_id} of session {session_id}{edit}",
         ),
         soft_wrap=True,
     )
@@ -213,26 +331,33 @@ def _already(
     interrupt_id: str,
     approved: bool,
     answer: Answer | None,
+    edited_input: JsonObject | None = None,
 ) -> int:
     """Say how an interrupt was answered before; fail if it was the other way."""
+    unused = " (this edit was not applied)" if edited_input is not None else ""
     if answer is None:
         out.print(
             Text(
-                f"{interrupt_id} was already answered; nothing changed (how: "
+                f"{interrupt_id} was already answered; nothing changed{unused} (how: "
                 f"`{prog()} events {session_id}`)",
                 style="yellow",
             ),
             soft_wrap=True,
         )
         return 0
-    way = "approved" if answer.approved else "rejected"
+    way = "approved with an edit" if answer.edited else "approved"
     if answer.expired:
-        way = "rejected: its approval deadline passed"
-    elif not answer.approved and answer.rejection_message:
-        way = f"rejected ({answer.rejection_message!r})"
+        way = "expired: no approval before the deadline"
+    elif not answer.approved:
+        way = "rejected"
+        if answer.rejection_message:
+            way = f"rejected ({answer.rejection_message!r})"
     if answer.approved == approved:
         out.print(
-            Text(f"{interrupt_id} was already {way}; nothing changed", style="yellow"),
+            Text(
+                f"{interrupt_id} was already {way}; nothing changed{unused}",
+                style="yellow",
+            ),
             soft_wrap=True,
         )
         return 0

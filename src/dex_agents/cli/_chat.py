@@ -17,17 +17,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import getpass
+import json
 import os
 import select
 import sys
 from collections.abc import Callable
-from typing import Literal
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Literal, cast
 
 from rich.console import Console
 from rich.text import Text
 from temporalio.service import RPCError
 
-from .._errors import EngineError
+from .._errors import EngineError, InvalidArgumentError, InvalidEditError
 from ..session import EventRecord, JsonObject
 from ..stores import RuntimeStore
 from ..temporal import (
@@ -57,7 +60,8 @@ from ._errors import CommandError, translated_errors
 _QUIT = frozenset({"/quit", "/exit", "/q"})
 _HELP = (
     "type a message and press Enter; the agent's answer streams below.\n"
-    "approvals: a (approve), r (reject, then an optional message for the agent).\n"
+    "approvals: a (approve), e (edit the call's input as JSON, then approve it),\n"
+    "r (reject, then an optional message for the agent).\n"
     "/quit or Ctrl-D leaves (the session keeps running; come back any time).\n"
     "Ctrl-C while a turn runs leaves too: the turn continues in the worker."
 )
@@ -251,33 +255,48 @@ class Chat:
                 return
         self.state = "running"
 
-    async def resolve(
-        self, interrupt: Interrupt, approved: bool, message: str | None
-    ) -> None:
-        """Answer an approval; the outcome line comes from the event log."""
+    async def resolve(self, interrupt: Interrupt, decision: Decision) -> bool:
+        """Answer an approval; the outcome line comes from the event log.
+
+        Returns:
+            False when the session refused the edit (the call still waits and
+            the refusal, naming the field, is printed); True otherwise.
+        """
         async with render.Progress(self.out, "sending your answer"):
             if not await self._reachable("your answer was not sent"):
-                return
+                return True
             try:
                 changed = await resolve_interrupt(
                     self.conn.client,
                     None,
                     self.session_id,
                     interrupt_id=interrupt.interrupt_id,
-                    approved=approved,
-                    rejection_message=message,
+                    approved=decision.approved,
+                    rejection_message=decision.message,
                     resolved_by=_os_user(),
+                    edited_input=decision.edited_input,
+                    store=self.store,
                 )
+            except (InvalidEditError, InvalidArgumentError) as err:
+                if isinstance(err, InvalidArgumentError) and (
+                    err.argument != "edited_input"
+                ):
+                    raise
+                self._note(
+                    f"✗ the edit was refused and the call still waits: {err}", "red"
+                )
+                return False
             except RPCError as err:
                 if not unreachable(err):
                     raise
                 self._lost("your answer was not sent")
-                return
+                return True
         if not changed:
             self.out.print(
                 Text("that approval was already answered elsewhere", style="yellow")
             )
         self.state = "running"
+        return True
 
     async def answered_elsewhere(self, interrupt_id: str) -> bool:
         """Whether the event log says `interrupt_id` was answered (or the session ended).
@@ -494,7 +513,22 @@ class Chat:
                 tool = self._interrupts.get(interrupt_id, {}).get("tool_name", "")
                 who = data.get("resolved_by")
                 by = f" by {who}" if who else ""
-                if data.get("approved"):
+                if data.get("expired"):
+                    self._note(
+                        f"⌛ {tool} ({interrupt_id}) {render.EXPIRED_TEXT}; it did "
+                        "not run",
+                        "yellow",
+                    )
+                elif data.get("approved") and (
+                    "edited_arguments" in data or "edited_arguments_ref" in data
+                ):
+                    self._note(
+                        f"✓ approved {tool} ({interrupt_id}){by} with an edited "
+                        f"input: {_event_input(data, 'edited_arguments')} (the model "
+                        f"asked for {_event_input(data, 'original_arguments')})",
+                        "green",
+                    )
+                elif data.get("approved"):
                     self._note(f"✓ approved {tool} ({interrupt_id}){by}", "green")
                 else:
                     reason = data.get("rejection_message")
@@ -540,6 +574,26 @@ def _object(value: object) -> JsonObject:
     return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
 
 
+def _event_input(data: JsonObject, name: str) -> str:
+    """An input an `interrupt_resolved` event carries, or what names it when long."""
+    ref = data.get(f"{name}_ref")
+    if isinstance(ref, dict) and not data.get(name):
+        return f"a long input ({ref.get('size')} bytes)"
+    return json.dumps(data.get(name, {}), ensure_ascii=False)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Decision:
+    """The person's answer to an approval card."""
+
+    approved: bool
+    message: str | None = None
+    edited_input: JsonObject | None = None
+    """Approve with this input instead of the model's."""
+    draft: str = ""
+    """The edit as typed, offered again when the session refuses it."""
+
+
 # -- the loop -------------------------------------------------------------------
 
 
@@ -564,20 +618,25 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
                 waiting = runner.run(chat.follow())
                 for interrupt in waiting:
                     chat.asking = interrupt
-                    answer = _ask(
-                        out,
-                        interrupt,
-                        lambda i=interrupt.interrupt_id: runner.run(
-                            chat.answered_elsewhere(i)
-                        ),
-                    )
-                    if answer is None:
-                        # Answered in another terminal, the inbox or by code: the
-                        # event log's line for it follows.
-                        out.print(Text("answered elsewhere", style="yellow"))
-                        chat.state = "running"
-                        continue
-                    runner.run(chat.resolve(interrupt, *answer))
+                    draft: str | None = None
+                    while True:
+                        answer = _ask(
+                            out,
+                            interrupt,
+                            lambda i=interrupt.interrupt_id: runner.run(
+                                chat.answered_elsewhere(i)
+                            ),
+                            draft=draft,
+                        )
+                        if answer is None:
+                            # Answered in another terminal, the inbox or by code
+                            # (or its deadline passed): the event log's line follows.
+                            out.print(Text("answered elsewhere", style="yellow"))
+                            chat.state = "running"
+                            break
+                        if runner.run(chat.resolve(interrupt, answer)):
+                            break
+                        draft = answer.draft  # refused: edit it again, nothing lost
                 continue
             text = out.input(Text("you › ", style="bold blue"))
             command = text.strip()
@@ -599,28 +658,141 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
     _goodbye(chat)
 
 
+_CHOICE = "approve or reject? [a/r] (e: edit the input, then approve) › "
+
+
 def _ask(
-    out: Console, interrupt: Interrupt, answered: Callable[[], bool]
-) -> tuple[bool, str | None] | None:
-    """The person's answer, or None once `answered()` says someone else gave one."""
-    render.print_interrupt(out, interrupt)
+    out: Console,
+    interrupt: Interrupt,
+    answered: Callable[[], bool],
+    *,
+    draft: str | None = None,
+) -> Decision | None:
+    """The person's answer, or None once `answered()` says someone else gave one.
+
+    `draft`: an edit the session refused; the card is not shown again, and
+    the edit prompt opens with it.
+    """
+    if draft is None:
+        render.print_interrupt(out, interrupt)
+    else:
+        edited = _edit(out, interrupt, draft)
+        if edited is not None:
+            return edited
     while True:
-        line = _read_line(
-            out, Text("approve or reject? [a/r] › ", style="bold yellow"), answered
-        )
+        line = _read_line(out, Text(_CHOICE, style="bold yellow"), answered)
         if line is None:
             return None
         answer = line.strip().lower()
         if answer in ("a", "approve", "y", "yes"):
-            return True, None
+            return Decision(approved=True)
+        if answer in ("e", "edit"):
+            edited = _edit(out, interrupt, draft)
+            if edited is not None:
+                return edited
+            continue
         if answer in ("r", "reject", "n", "no"):
             message = out.input(Text("message for the agent (optional) › ", "dim"))
-            return False, message.strip() or None
+            return Decision(approved=False, message=message.strip() or None)
         if answer in _QUIT:
             raise _Leave
         out.print(
-            Text("type a to approve, r to reject, or /quit to leave it waiting", "dim")
+            Text(
+                "type a to approve, e to edit the input and approve, r to reject, or "
+                "/quit to leave it waiting",
+                "dim",
+            )
         )
+
+
+_EDIT_PROMPT = "edited input › "
+
+
+def _edit(out: Console, interrupt: Interrupt, draft: str | None) -> Decision | None:
+    """An approval with an edited input typed as one line of JSON; None to go back.
+
+    The line starts as `draft` (a refused edit) or the call's input: in a
+    terminal it is on the line to edit (readline), elsewhere it is printed to
+    copy. A line that is not a JSON object is offered again, as typed.
+    """
+    text = (
+        draft
+        if draft is not None
+        else json.dumps(interrupt.arguments, ensure_ascii=False)
+    )
+    editor = _line_editor()
+    out.print(
+        Text(
+            "edit the call's whole input as one line of JSON; Enter approves it "
+            "with this input, an empty line goes back",
+            style="dim",
+        ),
+        soft_wrap=True,
+    )
+    while True:
+        if editor is None:
+            out.print(Text(f"  current: {text}", style="dim"), soft_wrap=True)
+        line = _prefilled_input(out, editor, text)
+        if not line.strip():
+            return None
+        try:
+            parsed: object = json.loads(line, parse_constant=_no_constant)
+        except ValueError as err:
+            out.print(
+                Text(
+                    f"not JSON ({err}); fix it, or send an empty line to go back",
+                    "yellow",
+                ),
+                soft_wrap=True,
+            )
+            text = line
+            continue
+        if not isinstance(parsed, dict):
+            out.print(
+                Text(
+                    "the input must be a JSON object ({...}); fix it, or send an "
+                    "empty line to go back",
+                    "yellow",
+                ),
+                soft_wrap=True,
+            )
+            text = line
+            continue
+        if parsed == interrupt.arguments:
+            out.print(
+                Text("that is the input unchanged; a approves it as it is", "dim")
+            )
+            return None
+        return Decision(
+            approved=True, edited_input=cast(JsonObject, parsed), draft=line
+        )
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _line_editor() -> ModuleType | None:
+    """`readline`, to put the input on the line to edit; None off a POSIX terminal."""
+    if os.name != "posix" or not sys.stdin.isatty():
+        return None
+    try:
+        import readline
+    except ImportError:
+        return None
+    return readline
+
+
+def _prefilled_input(out: Console, editor: ModuleType | None, text: str) -> str:
+    """A line typed at the edit prompt, starting as `text` when a line editor runs."""
+    if editor is None:
+        return out.input(Text(_EDIT_PROMPT, style="bold yellow"))
+    editor.set_startup_hook(lambda: editor.insert_text(text))
+    try:
+        # The prompt goes to `input`, so the editor redraws it with the line.
+        return input(_EDIT_PROMPT)
+    finally:
+        editor.set_startup_hook(None)
 
 
 def _os_user() -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
@@ -244,12 +245,12 @@ _INPUT_SUMMARY = 60
 """Characters of a call's input in the `approvals` table; `--json` has all of it."""
 
 
-def input_summary(arguments: JsonObject) -> str:
-    """A call's input on one line, cut to fit a table cell."""
+def input_summary(arguments: JsonObject, limit: int = _INPUT_SUMMARY) -> str:
+    """A call's input on one line, cut to `limit` characters (a table cell's)."""
     compact = json.dumps(arguments, ensure_ascii=False)
-    if len(compact) <= _INPUT_SUMMARY:
+    if len(compact) <= limit:
         return compact
-    return compact[: _INPUT_SUMMARY - 1] + "…"
+    return compact[: limit - 1] + "…"
 
 
 def approvals_table(waiting: Iterable[Pending]) -> Table:
@@ -335,11 +336,13 @@ def print_snapshot(
     for interrupt in snapshot.pending_interrupts:
         out.print()
         print_interrupt(out, interrupt)
+        command = f"{snapshot.session_id} {interrupt.interrupt_id}"
         out.print(
             Text(
-                f"  approve: {prog()} approve {snapshot.session_id} "
-                f"{interrupt.interrupt_id}\n  reject:  {prog()} reject "
-                f"{snapshot.session_id} {interrupt.interrupt_id} --message '...'",
+                f"  approve: {prog()} approve {command}\n"
+                f"  edit:    {prog()} approve {command} --edit "
+                f"{edit_example(interrupt)}\n"
+                f"  reject:  {prog()} reject {command} --message '...'",
                 style="dim",
             ),
             soft_wrap=True,
@@ -386,18 +389,61 @@ def print_answer(out: Console, text: str) -> None:
     out.print(Text.assemble(("agent › ", "bold green"), text), soft_wrap=True)
 
 
+EXPIRED_TEXT = "expired: no approval before the deadline"
+"""How a call whose approval deadline passed is shown: nobody rejected it."""
+
+
+def record_status_text(record: ToolRecord) -> tuple[str, str]:
+    """How a finished record's status reads, and its style: who decided, and how.
+
+    An expired call is never shown as rejected; an edited one says it was
+    approved with an edit.
+    """
+    if record.status == "expired":
+        return EXPIRED_TEXT, "yellow"
+    style = "green" if record.status == "finished" else "red"
+    status = record.status.replace("_", " ")
+    who = record.resolved_by or (record.edit.edited_by if record.edit else None)
+    if record.status == "rejected":
+        return (f"{status} by {who}" if who else status), style
+    if record.edit is not None:
+        by = f" by {who}" if who else ""
+        return f"{status}, approved with an edited input{by}", style
+    if who:
+        return f"{status}, approved by {who}", style
+    return status, style
+
+
+def edit_text(record: ToolRecord) -> str:
+    """The line under an edited call: who edited, and what the model asked for."""
+    edit = record.edit
+    if edit is None:
+        return ""
+    who = edit.edited_by or record.resolved_by
+    if edit.original_arguments_ref is not None and not edit.original_arguments:
+        ref = edit.original_arguments_ref
+        original = f"a long input ({ref.size:,} bytes, blob {ref.blob_id} of the runtime store)"
+    else:
+        original = input_summary(edit.original_arguments, _ONE_LINE_INPUT)
+    by = f"edited by {who}" if who else "edited by a person"
+    return f"✎ {by} before approval; the model asked for {original}"
+
+
 def print_tool_record(
     out: Console, record: ToolRecord, *, running: bool = False
 ) -> None:
-    """A call's record: name, input, and how it ended (or that it still runs)."""
-    style = "green" if record.status == "finished" else "red"
-    status = record.status.replace("_", " ")
+    """A call's record: name, input, and how it ended (or that it still runs).
+
+    The input shown is the one that ran: for an edited call, the person's,
+    with a second line naming who edited it and what the model asked for.
+    """
     if running:
         style, status = "cyan", "running"
+    else:
+        status, style = record_status_text(record)
     detail = "" if running else record.output or record.rejection_message or ""
-    if record.resolved_by and not running:
-        way = "" if record.status == "rejected" else ", approved"
-        status = f"{status}{way} by {record.resolved_by}"
+    if record.status == "expired":
+        detail = record.output or ""  # the status says why: the deadline
     line = Text.assemble(
         ("⚙ ", "magenta"),
         (record.tool_name, "bold"),
@@ -409,6 +455,16 @@ def print_tool_record(
     if detail:
         line.append(f": {preview(detail)}")
     out.print(line, soft_wrap=True)
+    if record.edit is not None:
+        out.print(Text(f"  {edit_text(record)}", style="yellow"), soft_wrap=True)
+
+
+def edit_example(interrupt: Interrupt) -> str:
+    """`--edit`'s value to start from: the call's input, quoted for the shell, if short."""
+    compact = json.dumps(interrupt.arguments, ensure_ascii=False)
+    if interrupt.arguments_ref is not None or len(compact) > _ONE_LINE_INPUT:
+        return "@input.json"
+    return shlex.quote(compact)
 
 
 def print_interrupt(out: Console, interrupt: Interrupt) -> None:
@@ -492,11 +548,23 @@ def event_line(event: EventRecord) -> Text:
             )
             line.append(_compact(data.get("arguments", {})), style="dim")
         case "interrupt_resolved":
+            if data.get("expired"):
+                line.append(f"{data.get('interrupt_id')} {EXPIRED_TEXT}")
+                return line
             verdict = "approved" if data.get("approved") else "rejected"
+            edited = "edited_arguments" in data or "edited_arguments_ref" in data
+            if edited:
+                verdict = "approved with an edited input"
             line.append(f"{data.get('interrupt_id')} {verdict}")
             if data.get("resolved_by"):
                 line.append(f" by {data.get('resolved_by')}")
-            if data.get("rejection_message"):
+            if edited:
+                line.append(": ")
+                line.append(_event_input(data, "edited_arguments"), style="dim")
+                line.append(" (the model asked for ")
+                line.append(_event_input(data, "original_arguments"), style="dim")
+                line.append(")")
+            elif data.get("rejection_message"):
                 line.append(f": {data.get('rejection_message')}")
         case "turn_failed":
             line.append(str(data.get("error", "")), style="red")
@@ -511,6 +579,14 @@ def event_line(event: EventRecord) -> Text:
 
 def _compact(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
+
+
+def _event_input(data: JsonObject, name: str) -> str:
+    """An input an event carries (`edited_arguments`), or what names it when long."""
+    ref = data.get(f"{name}_ref")
+    if isinstance(ref, dict) and not data.get(name):
+        return f"a long input ({ref.get('size')} bytes, blob {ref.get('blob_id')})"
+    return _compact(data.get(name, {}))
 
 
 # -- progress -------------------------------------------------------------------

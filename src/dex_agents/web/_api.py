@@ -14,6 +14,7 @@ from ._errors import ApiError, translated
 from ._feed import Feeds
 from ._models import (
     ApprovalPage,
+    ApproveCall,
     Ended,
     EndSession,
     ErrorBody,
@@ -39,7 +40,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         403: "The token lacks the role, or a browser request failed the CSRF check.",
         404: "No such session or interrupt.",
         409: "Already answered, or the session ended or is busy.",
-        422: "The request does not match this schema.",
+        422: "The request does not match this schema, or the tool refuses an "
+        "edited input (`invalid_edit`: `error.field` names the field).",
         501: "The core lacks what this needs.",
         503: "No worker took the request in time, or the engine is unreachable.",
         504: "The turn was not over in time.",
@@ -143,10 +145,19 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         session_id: SessionPath,
         interrupt_id: InterruptPath,
         caller: Annotated[Caller, approve],
+        body: ApproveCall | None = None,
     ) -> Resolution:
-        """Approve the call; the token's name is recorded as who approved it."""
+        """Approve the call, with `edited_input` to run it with another input.
+
+        The token's name is recorded as who approved (and edited) it. A refused
+        edit answers 422 `invalid_edit`, naming the field; the call still waits.
+        """
         return await service.resolve(
-            session_id, interrupt_id, caller.principal, approved=True
+            session_id,
+            interrupt_id,
+            caller.principal,
+            approved=True,
+            edited_input=body.edited_input if body is not None else None,
         )
 
     @router.post(

@@ -21,6 +21,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from .._errors import (
     EngineError,
     IdleTimeoutError,
+    InvalidEditError,
     NoWorkerError,
     SessionBusyError,
     SessionEndedError,
@@ -39,6 +40,7 @@ ErrorCode = Literal[
     "interrupt_not_found",
     "method_not_allowed",
     "invalid_request",
+    "invalid_edit",
     "already_resolved",
     "session_ended",
     "session_busy",
@@ -52,21 +54,31 @@ ErrorCode = Literal[
 
 
 class ApiError(Exception):
-    """A refusal with its HTTP status, a stable `code`, and a message that says the fix."""
+    """A refusal with its HTTP status, a stable `code`, and a message that says the fix.
 
-    def __init__(self, status: int, code: ErrorCode, message: str) -> None:
+    `field` names the input field an `invalid_edit` refuses (`orderId`,
+    `items[0].sku`; empty for the input as a whole); None for other errors.
+    """
+
+    def __init__(
+        self, status: int, code: ErrorCode, message: str, *, field: str | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code: ErrorCode = code
         self.message = message
+        self.field = field
 
 
-def error_response(status: int, code: ErrorCode, message: str) -> JSONResponse:
+def error_response(
+    status: int, code: ErrorCode, message: str, *, field: str | None = None
+) -> JSONResponse:
     """The JSON body of an error, with `WWW-Authenticate` on a 401 as HTTP asks."""
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(
-        {"error": {"code": code, "message": message}}, status, headers=headers
-    )
+    detail: dict[str, str] = {"code": code, "message": message}
+    if field is not None:
+        detail["field"] = field
+    return JSONResponse({"error": detail}, status, headers=headers)
 
 
 def _not_found(session_id: str) -> ApiError:
@@ -85,6 +97,9 @@ def translate(err: Exception, session_id: str = "") -> ApiError | None:
             return err
         case UnknownInterruptError():
             return ApiError(404, "interrupt_not_found", str(err))
+        case InvalidEditError():
+            # The call still waits: the same approval with a fixed edit can apply.
+            return ApiError(422, "invalid_edit", str(err), field=err.field)
         case SessionEndedError():
             return ApiError(409, "session_ended", str(err))
         case SessionBusyError():
@@ -139,7 +154,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def api_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return error_response(exc.status, exc.code, exc.message)
+        return error_response(exc.status, exc.code, exc.message, field=exc.field)
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

@@ -63,6 +63,19 @@ class SendMessage:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ApproveCall:
+    """Approve a call as it is, or with an edited input instead of the model's."""
+
+    edited_input: JsonObject | None = None
+    """The call's whole input to run instead of the model's. The session's worker
+    checks it against the tool's input schema first: a refused edit answers 422
+    `invalid_edit` (`error.field` names the field) and the call still waits. The
+    call's record and its `interrupt_resolved` event keep both inputs and the
+    token's name as who edited. An edit needs a worker: with none it is 503
+    `no_worker`, never recorded for later."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rejection:
     """Why a call is rejected: the model reads `message` instead of a result."""
 
@@ -165,7 +178,7 @@ class ApprovalPage:
 
 @dataclass(frozen=True, kw_only=True)
 class Resolution:
-    """The outcome of an approve or reject."""
+    """The outcome of an approve (with or without an edited input) or reject."""
 
     interrupt_id: str
     approved: bool
@@ -191,6 +204,9 @@ class ErrorDetail:
 
     code: ErrorCode
     message: str
+    field: str | None = None
+    """For `invalid_edit`: the input field at fault (`orderId`, `items[0].sku`;
+    empty for the input as a whole). Absent for other errors."""
 
 
 @dataclass(frozen=True, kw_only=True)

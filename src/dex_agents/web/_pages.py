@@ -13,14 +13,14 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from urllib.parse import quote
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..session import SessionStatus
+from ..session import JsonObject, SessionStatus
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token
 from ._cursors import cursor_before_turn
 from ._errors import ApiError, translated
@@ -311,6 +311,7 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         approved: bool,
         message: str | None,
         target: str,
+        edited_input: JsonObject | None = None,
     ) -> Response:
         try:
             await service.resolve(
@@ -319,6 +320,7 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
                 caller.principal,
                 approved=approved,
                 rejection=Rejection(message=message or None),
+                edited_input=edited_input,
             )
         except ApiError as err:
             raise PageError(err) from err
@@ -331,8 +333,12 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         interrupt_id: str,
         caller: Annotated[Caller, approve],
         next: Annotated[Literal["inbox", "session"], Form()] = "inbox",
+        edited_input: Annotated[str | None, Form(max_length=1_000_000)] = None,
     ) -> Response:
-        return await decide(request, session_id, interrupt_id, caller, True, None, next)
+        edit = None if edited_input is None else _edited_input(edited_input)
+        return await decide(
+            request, session_id, interrupt_id, caller, True, None, next, edit
+        )
 
     @router.post("/sessions/{session_id}/approvals/{interrupt_id}/reject")
     async def reject_form(
@@ -361,6 +367,31 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         return back(request, session_id, "session")
 
     return router
+
+
+def _edited_input(text: str) -> JsonObject:
+    """The "Edit & approve" form's input: a JSON object, else a page saying why."""
+    try:
+        value: object = json.loads(text, parse_constant=_no_constant)
+    except ValueError as err:
+        problem = f"it is not JSON ({err})"
+    else:
+        if isinstance(value, dict):
+            return cast(JsonObject, value)
+        problem = "it is not a JSON object ({...})"
+    raise PageError(
+        ApiError(
+            422,
+            "invalid_edit",
+            f"the edited input was not sent: {problem}; go back, fix it and approve "
+            "again, or approve without an edit",
+            field="",
+        )
+    )
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 async def _verify(auth: Auth, token: str) -> Principal | None:

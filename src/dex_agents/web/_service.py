@@ -18,7 +18,7 @@ from typing import TypeVar, cast
 from pydantic import TypeAdapter
 from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 
-from ..session import SessionStatus
+from ..session import JsonObject, SessionStatus
 from ..stores import RuntimeStore
 from ..temporal import (
     AgentSessionFlow,
@@ -301,6 +301,7 @@ class Service:
         *,
         approved: bool,
         rejection: Rejection | None = None,
+        edited_input: JsonObject | None = None,
     ) -> Resolution:
         """Approve or reject a pending call as the token's name.
 
@@ -308,6 +309,9 @@ class Service:
         records it on the interrupt, the call's record and the
         `interrupt_resolved` event, on the Update and on the recorded Signal
         alike, so nothing is written beside it and a crash cannot lose it.
+        `edited_input` approves with that input instead of the model's; the
+        worker checks it (422 `invalid_edit` when refused), so it is never
+        recorded without one (503 `no_worker`).
         """
         message = rejection.message if rejection is not None else None
         sessions = await self.sessions()
@@ -321,9 +325,10 @@ class Service:
                     rejection_message=message,
                     timeout=self.options.worker_timeout,
                     resolved_by=principal.name,
+                    edited_input=edited_input,
                 )
         except ApiError as err:
-            if err.code != "no_worker":
+            if err.code != "no_worker" or edited_input is not None:
                 raise
             # Recorded in the session's history: it applies when a worker runs.
             changed, recorded = False, True

@@ -57,9 +57,51 @@
     const data = await response.json().catch(() => ({}));
     if (!response.ok) {
       const message = data.error ? data.error.message : `HTTP ${response.status}`;
-      throw new Error(message);
+      const error = new Error(message);
+      error.code = data.error ? data.error.code : "";
+      error.field = data.error && typeof data.error.field === "string" ? data.error.field : null;
+      throw error;
     }
     return data;
+  }
+
+  const EXPIRED = "expired: no approval before the deadline";
+
+  // The edited input as typed, or why it cannot be sent (checked before sending).
+  function parseEdit(text) {
+    let value;
+    try {
+      value = JSON.parse(text);
+    } catch (err) {
+      return { error: `Not JSON: ${err.message}. Fix it and approve again; nothing was sent.` };
+    }
+    if (value === null || typeof value !== "object" || Array.isArray(value)) {
+      return { error: "The input must be a JSON object ({...}). Fix it and approve again; nothing was sent." };
+    }
+    return { value };
+  }
+
+  function showFormError(form, text) {
+    let p = form.querySelector("p.error");
+    if (!p) {
+      p = el("p", { class: "error edit-error", role: "alert" });
+      form.append(p);
+    }
+    p.textContent = text;
+  }
+
+  // A long input is not in the event: read it from the session's snapshot.
+  async function fillLongInput(textarea, sessionId, interruptId) {
+    if (textarea.value) return;
+    try {
+      const response = await fetch(`${base}/api/sessions/${encodeURIComponent(sessionId)}?turns=0`, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      const view = await response.json();
+      const found = view.snapshot.pending_interrupts.find((i) => i.interrupt_id === interruptId);
+      if (found && !textarea.value) textarea.value = pretty(found.arguments);
+    } catch (err) {
+      textarea.placeholder = `Cannot read the input: ${err.message}`;
+    }
   }
 
   function approvalPath(sessionId, interruptId, decision) {
@@ -67,34 +109,64 @@
       `${encodeURIComponent(interruptId)}/${decision}`;
   }
 
-  // Approve/reject in place: the forms post without a script too.
+  // Approve/reject (or edit & approve) in place: the forms post without a script too.
   function decideInPlace(container, sessionId, interruptId) {
     for (const form of container.querySelectorAll("form.decision")) {
       form.addEventListener("submit", async (event) => {
         event.preventDefault();
         const decision = form.getAttribute("data-decision");
-        const input = form.querySelector('input[name="message"]');
-        const body = decision === "reject" ? { message: input && input.value ? input.value : null } : {};
-        const cell = form.parentElement;
+        const cell = form.closest(".decide") || form.parentElement;
+        let body = {};
+        if (decision === "reject") {
+          const input = form.querySelector('input[name="message"]');
+          body = { message: input && input.value ? input.value : null };
+        } else if (decision === "edit") {
+          const edit = parseEdit(form.querySelector('textarea[name="edited_input"]').value);
+          if (edit.error) return showFormError(form, edit.error);
+          body = { edited_input: edit.value };
+        }
+        const path = approvalPath(sessionId, interruptId, decision === "reject" ? "reject" : "approve");
         try {
-          const result = await post(approvalPath(sessionId, interruptId, decision), body);
+          const result = await post(path, body);
           const verb = result.approved ? "approved" : "rejected";
-          cell.replaceChildren(el("span", { class: `decided-by ${verb}` }, `${verb} by ${result.by}`));
+          const how = decision === "edit" ? "approved with an edited input" : verb;
+          cell.replaceChildren(el("span", { class: `decided-by ${verb}` }, `${how} by ${result.by}`));
           container.classList.add("decided");
         } catch (err) {
-          cell.append(el("p", { class: "error" }, err.message));
+          if (decision === "edit") {
+            // Refused (the field is named): the call still waits, the text stays to fix.
+            const field = err.field ? ` (field ${err.field})` : "";
+            showFormError(form, `Refused${field}: ${err.message}`);
+          } else {
+            cell.append(el("p", { class: "error" }, err.message));
+          }
         }
+      });
+    }
+    for (const details of container.querySelectorAll("details.edit[data-long-input]")) {
+      details.addEventListener("toggle", () => {
+        if (details.open) fillLongInput(details.querySelector("textarea"), sessionId, interruptId);
       });
     }
   }
 
-  function decisionForms(sessionId, interruptId, nextPage) {
+  // `args`: the call's input, to start the edit from (null when long: read on opening).
+  function decisionForms(sessionId, interruptId, nextPage, args) {
     const action = (d) => `${base}/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(interruptId)}/${d}`;
     const hidden = (name, value) => el("input", { type: "hidden", name, value });
+    const textarea = el("textarea", { name: "edited_input", rows: 6, spellcheck: false, value: args ? pretty(args) : "" });
+    textarea.setAttribute("aria-label", "edited input (JSON)");
+    const edit = el("details", { class: "edit" },
+      el("summary", {}, "Edit & approve"),
+      el("form", { method: "post", action: action("approve"), class: "decision edit-form", "data-decision": "edit" },
+        hidden("csrf_token", csrf), hidden("next", nextPage), textarea,
+        el("button", { type: "submit", class: "approve-edited" }, "Approve with this input")));
+    if (!args) edit.setAttribute("data-long-input", "yes");
     return [
       el("form", { method: "post", action: action("approve"), class: "decision", "data-decision": "approve" },
         hidden("csrf_token", csrf), hidden("next", nextPage),
         el("button", { type: "submit", class: "approve" }, "Approve")),
+      edit,
       el("form", { method: "post", action: action("reject"), class: "decision", "data-decision": "reject" },
         hidden("csrf_token", csrf), hidden("next", nextPage),
         el("input", { type: "text", name: "message", placeholder: "why (the agent reads it)" }),
@@ -117,7 +189,7 @@
       const effect = el("td", {}, el("span", { class: `effect effect-${a.effect}` }, a.effect));
       if (a.at_least_once) effect.append(" ", el("span", { class: "warn" }, "at least once"));
       const decide = el("td", { class: "decide" });
-      if (mayApprove) decide.append(...decisionForms(a.session_id, a.interrupt_id, "inbox"));
+      if (mayApprove) decide.append(...decisionForms(a.session_id, a.interrupt_id, "inbox", a.arguments));
       else decide.append(el("span", { class: "hint" }, "needs the approve role"));
       const tr = el("tr", { class: "approval", "data-interrupt-id": a.interrupt_id, "data-session-id": a.session_id },
         el("td", {}, link),
@@ -201,14 +273,31 @@
       return span;
     }
 
+    // Calls approved with an edited input, by tool call ID: who edited, what the model asked.
+    const edits = new Map();
+
+    function inputText(data, name) {
+      return data[`${name}_ref`] && !data[name] ? "(a long input: read it from the session's JSON)" : pretty(data[name] || {});
+    }
+
     function call(article, e) {
       const id = e.data.tool_call_id;
       let li = article.querySelector(`li[data-tool-call-id="${CSS.escape(id)}"]`);
       if (!li) {
         li = el("li", { class: "call", "data-tool-call-id": id, "data-step": e.step_execution_id, "data-attempt": String(e.attempt) },
           el("span", { class: "tool" }, e.data.tool_name || ""), " ",
-          el("span", { class: "status status-running" }, "running"),
-          el("pre", { class: "input" }, pretty(e.data.arguments || {})));
+          el("span", { class: "status status-running" }, "running"));
+        const edit = edits.get(id);
+        if (edit) {
+          li.classList.add("edited");
+          li.append(
+            el("p", { class: "edit-note" }, "Edited by ", el("span", { class: "edited-by" }, edit.by), " before approval; it runs with:"),
+            el("pre", { class: "input edited" }, e.data.arguments_ref ? "(a long input: read it from the session's JSON)" : pretty(e.data.arguments || {})),
+            el("p", { class: "edit-note" }, "The model asked for:"),
+            el("pre", { class: "input original" }, edit.original));
+        } else {
+          li.append(el("pre", { class: "input" }, pretty(e.data.arguments || {})));
+        }
         article.querySelector(".calls").append(li);
       }
       return li;
@@ -225,8 +314,8 @@
       const id = e.data.interrupt_id;
       if (article.querySelector(`[data-interrupt-id="${CSS.escape(id)}"]`)) return;
       const forms = el("div", { class: "decide" });
-      if (mayApprove) forms.append(...decisionForms(sessionId, id, "session"));
-      const card = el("div", { class: "approval-card", "data-interrupt-id": id },
+      if (mayApprove) forms.append(...decisionForms(sessionId, id, "session", e.data.arguments_ref ? null : (e.data.arguments || {})));
+      const card = el("div", { class: "approval-card", "data-interrupt-id": id, "data-tool-call-id": e.data.tool_call_id || "" },
         el("p", {}, "Approve ", el("span", { class: "tool" }, e.data.tool_name || ""), " (",
           el("span", { class: `effect effect-${e.data.effect}` }, e.data.effect || ""), ")?"),
         el("pre", { class: "input" }, e.data.arguments_ref ? "(a long input: read it from the session's JSON)" : pretty(e.data.arguments || {})),
@@ -238,10 +327,26 @@
     function resolved(article, e) {
       const card = article.querySelector(`.approval-card[data-interrupt-id="${CSS.escape(e.data.interrupt_id)}"]`);
       if (!card) return;
-      const verb = e.data.approved ? "approved" : "rejected";
+      const edited = Boolean(e.data.approved && (e.data.edited_arguments || e.data.edited_arguments_ref));
       const who = e.data.resolved_by ? ` by ${e.data.resolved_by}` : "";
-      const note = e.data.rejection_message ? `: ${e.data.rejection_message}` : "";
-      card.querySelector(".decide").replaceChildren(el("span", { class: `decided-by ${verb}` }, `${verb}${who}${note}`));
+      let verb = e.data.approved ? "approved" : "rejected";
+      let text = `${verb}${who}${e.data.rejection_message ? `: ${e.data.rejection_message}` : ""}`;
+      if (e.data.expired) {
+        verb = "expired"; text = EXPIRED;
+      } else if (edited) {
+        text = `approved with an edited input${who}`;
+        const callId = card.getAttribute("data-tool-call-id");
+        if (callId) edits.set(callId, { by: e.data.edited_by || e.data.resolved_by || "a person", original: inputText(e.data, "original_arguments") });
+      }
+      const decide = card.querySelector(".decide");
+      decide.replaceChildren(el("span", { class: `decided-by ${verb}` }, text));
+      if (edited) {
+        decide.append(
+          el("p", { class: "edit-note" }, "It runs with:"),
+          el("pre", { class: "input edited" }, inputText(e.data, "edited_arguments")),
+          el("p", { class: "edit-note" }, "The model asked for:"),
+          el("pre", { class: "input original" }, inputText(e.data, "original_arguments")));
+      }
       card.classList.add("decided");
     }
 
@@ -260,6 +365,11 @@
           const li = call(article, e);
           const badge = li.querySelector(".status");
           badge.textContent = e.data.status; badge.className = `status status-${e.data.status}`;
+          if (e.data.status === "expired") {
+            // Nobody refused it: its approval deadline passed.
+            li.append(" ", el("span", { class: "expired-note" }, EXPIRED));
+            break;
+          }
           const text = e.data.output || e.data.rejection_message || e.data.error || "";
           if (text) li.append(el("pre", { class: "output" }, text));
           break;
