@@ -12,6 +12,7 @@ import dex_agents
 import dex_agents.claude
 import dex_agents.cli
 import dex_agents.connectors
+import dex_agents.notify
 import dex_agents.postgres
 import dex_agents.session
 import dex_agents.stores
@@ -24,6 +25,7 @@ PACKAGES = [
     dex_agents.claude,
     dex_agents.cli,
     dex_agents.connectors,
+    dex_agents.notify,
     dex_agents.postgres,
     dex_agents.session,
     dex_agents.stores,

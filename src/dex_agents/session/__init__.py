@@ -28,7 +28,12 @@ from ._events import (
 )
 from ._json import JsonObject, JsonValue
 from ._media import IMAGE_MEDIA_TYPES, ImageReference
-from ._options import AgentSessionOptions
+from ._notification import (
+    InterruptNotification,
+    NotificationKind,
+    preview_arguments,
+)
+from ._options import AgentSessionOptions, InterruptNotifier
 from ._pending import (
     INLINE_TEXT_LIMIT,
     MAX_QUEUED_MESSAGES,
@@ -59,6 +64,7 @@ from ._records import (
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,
 )
+from ._reminders import interrupt_notification, next_reminder, reminded
 from ._runner import (
     AgentFrameworkRunner,
     EditContext,
@@ -172,6 +178,8 @@ __all__ = [
     "ImageReference",
     "Interrupt",
     "InterruptCreatedEvent",
+    "InterruptNotification",
+    "InterruptNotifier",
     "InterruptResolvedEvent",
     "JsonObject",
     "JsonValue",
@@ -179,6 +187,7 @@ __all__ = [
     "MAX_USER_MESSAGE_BYTES",
     "MessageRole",
     "ModelCallMetadata",
+    "NotificationKind",
     "OpenBudgetStep",
     "OpenInterruptStep",
     "PREVIEW_CHARS",
@@ -262,15 +271,19 @@ __all__ = [
     "has_work",
     "idempotency_key",
     "image_message_builder",
+    "interrupt_notification",
     "model_answered",
     "model_failed",
     "model_step",
+    "next_reminder",
     "open_budget",
     "open_interrupt",
     "preview",
+    "preview_arguments",
     "queue_message",
     "record_outcome",
     "record_unknown_outcome",
+    "reminded",
     "request_cancel",
     "reset_current_deferred_tool_execution",
     "resolve_policy",

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import TypeAlias
 
+from ._notification import InterruptNotification
 from ._policy import ToolEffect, ToolPolicy
+
+InterruptNotifier: TypeAlias = Callable[[InterruptNotification], Awaitable[None]]
+"""Tells someone that an approval waits (`dex_agents.notify.WebhookNotifier`, or your own)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -36,8 +42,32 @@ class AgentSessionOptions:
     """A compaction policy; runners that cannot compact reject it at definition."""
     continue_as_new_after_events: int | None = None
     """Continue as new past this many history events, besides Temporal's suggestion."""
+    on_interrupt: InterruptNotifier | None = None
+    """Called when an approval opens, is reminded (`interrupt_reminder`) or expires.
+
+    It runs on a worker as its own Step, retried with backoff (up to
+    `notification_attempts`; a retry repeats the notification's ID), while the
+    session goes on: a failing receiver never blocks or fails it.
+    """
+    interrupt_reminder: timedelta | None = None
+    """How often `on_interrupt` hears again of an approval that still waits; None: never."""
+    notification_attempts: int = 5
+    """Attempts of one notification's Step (`retry_interval` apart, doubling, at most a
+    minute) before it is dropped."""
 
     def __post_init__(self) -> None:
+        if self.interrupt_reminder is not None and self.interrupt_reminder <= timedelta(
+            0
+        ):
+            raise ValueError(
+                f"`interrupt_reminder` must be positive, got {self.interrupt_reminder!r}; "
+                "use None to send no reminders"
+            )
+        if self.notification_attempts < 1:
+            raise ValueError(
+                "`notification_attempts` must be at least 1, got "
+                f"{self.notification_attempts!r}"
+            )
         if self.run_model_attempts < 1 or self.tool_attempts < 1:
             raise ValueError(
                 "`run_model_attempts` and `tool_attempts` must be at least 1, got "

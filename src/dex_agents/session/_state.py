@@ -75,6 +75,8 @@ class Interrupt:
     `arguments` say `spent_usd` and `spend_limit_usd`; no tool call waits)."""
     new_spend_limit: float | None = None
     """The limit a person set when approving a `budget` interrupt."""
+    reminders: int = 0
+    """Reminders sent of it so far (`interrupt_reminder`): the next one's number."""
     expired: bool = False
     """Its deadline passed with no answer (then `approved` is False): an expiry, not
     a person's refusal."""

@@ -31,6 +31,7 @@ from .._errors import (
     ToolExecutionError,
     UserError,
 )
+from ..notify import WebhookError
 from ..session import (
     INLINE_TEXT_LIMIT,
     AgentEvent,
@@ -60,6 +61,7 @@ from ..session import (
     idempotency_key,
     image_message_builder,
     preview,
+    preview_arguments,
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,
     stamped,
@@ -72,6 +74,7 @@ from ._models import (
     CallToolOutput,
     CheckEditInput,
     CheckEditOutput,
+    NotifyInput,
     PublishInput,
     RunModelInput,
     RunModelOutput,
@@ -664,4 +667,39 @@ def build_activities(
             call=await store_long_arguments(store, input.session_id, checked)
         )
 
-    return [run_model, call_tool, call_single_attempt_tool, publish, check_edit]
+    @activity.defn(name=names.notify)
+    async def notify_interrupt(input: NotifyInput) -> None:
+        """Tell `on_interrupt`; a raise is retried, a refusal (4xx) is not."""
+        notifier = options.on_interrupt
+        if notifier is None:
+            return  # the flow stopped notifying since this Step was scheduled
+        notification = input.notification
+        if input.arguments_ref is not None:
+            with contextlib.suppress(Exception):  # a preview never fails a notification
+                whole = await read_arguments(
+                    store, notification.session_id, input.arguments_ref
+                )
+                notification = replace(
+                    notification, arguments_preview=preview_arguments(whole)
+                )
+        try:
+            await notifier(notification)
+        except Exception as err:
+            # A receiver that refuses the request (a wrong secret: 401) will
+            # refuse every retry; one that is down or throttles may come back.
+            status = err.status_code if isinstance(err, WebhookError) else None
+            retry = status is None or status >= 500 or status in (408, 429)
+            raise ApplicationError(
+                f"{type(err).__name__}: {err}",
+                type=type(err).__name__,
+                non_retryable=not retry,
+            ) from err
+
+    return [
+        run_model,
+        call_tool,
+        call_single_attempt_tool,
+        publish,
+        check_edit,
+        notify_interrupt,
+    ]

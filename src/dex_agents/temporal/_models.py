@@ -22,6 +22,7 @@ from ..session import (
     FinishedTurn,
     ImageReference,
     Interrupt,
+    InterruptNotification,
     JsonObject,
     ModelCallMetadata,
     PendingItem,
@@ -96,6 +97,15 @@ class CheckEditInput:
     call: ToolCall
     edited_input: JsonObject | None = None
     edited_input_ref: BlobReference | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NotifyInput:
+    """Input of the notification Step: what `on_interrupt` is told."""
+
+    notification: InterruptNotification
+    arguments_ref: BlobReference | None = None
+    """The interrupt's long arguments: the Step previews them from the store."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -294,14 +304,15 @@ class EngineInfo:
 __all__ = [
     "ActiveTurn",
     "CallToolInput",
-    "CancelTurnInput",
     "CallToolOutput",
+    "CancelTurnInput",
     "CheckEditInput",
     "CheckEditOutput",
     "EndSessionInput",
     "EngineInfo",
     "FinishedTurn",
     "Interrupt",
+    "NotifyInput",
     "PublishInput",
     "ResolveInterruptInput",
     "ResumeInput",

@@ -52,6 +52,7 @@ with workflow.unsafe.imports_passed_through():
         CheckEditInput,
         CheckEditOutput,
         EngineInfo,
+        NotifyInput,
         ResolveInterruptInput,
         RunModelInput,
         RunModelOutput,
@@ -94,6 +95,10 @@ _PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
 """Tool records say how many attempts their Step ran (they said 0 before)."""
 _PATCH_NO_START_PUBLISH = "no-turn-start-publish"
 _PATCH_BUDGET_PAUSE = "budget-pause"
+_PATCH_NOTIFY = "notify-interrupts"
+"""Approvals are told to `on_interrupt` (new, reminded, expired)."""
+NOTIFY_LIMIT = timedelta(seconds=30)
+"""Limit for one attempt of a notification Step (a receiver's answer)."""
 """A spent budget pauses the turn for a new limit (it failed the turn before)."""
 """A turn's start is published with its next change, not in a round trip before RunModel."""
 
@@ -107,6 +112,7 @@ class ActivityNames:
     call_single_attempt_tool: str
     publish: str
     check_edit: str
+    notify: str
 
     @classmethod
     def for_flow(cls, flow_type: str) -> ActivityNames:
@@ -117,6 +123,7 @@ class ActivityNames:
             call_single_attempt_tool=f"{flow_type}.call_single_attempt_tool",
             publish=f"{flow_type}.publish",
             check_edit=f"{flow_type}.check_edit",
+            notify=f"{flow_type}.notify_interrupt",
         )
 
 
@@ -144,6 +151,8 @@ class AgentSessionWorkflow:
         """Events not written yet: they go with the next RunModel Step or publish."""
         self._finished = False
         """The ended session's last publish is done: its run completes next."""
+        self._notifying = 0
+        """Notification Steps in flight: a run waits for them before it closes."""
 
     # ----- RPCs ---------------------------------------------------------------
 
@@ -464,6 +473,7 @@ class AgentSessionWorkflow:
     async def _finish(self) -> None:
         """The ended session's last publish; the run completes once Updates answered."""
         await self._follow(session.finish_session(self.state))
+        await workflow.wait_condition(lambda: self._notifying == 0)
         self._finished = True
         await workflow.wait_condition(workflow.all_handlers_finished)
 
@@ -516,6 +526,7 @@ class AgentSessionWorkflow:
                         now=workflow.now(),
                     )
                 )
+                self._notify("created", interrupt_id)
             case session.OpenBudgetStep():
                 interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
                 await self._follow(
@@ -526,6 +537,7 @@ class AgentSessionWorkflow:
                         now=workflow.now(),
                     )
                 )
+                self._notify("created", interrupt_id)
             case session.AwaitApprovalStep() as step:
                 await self._await_approval(step)
             case session.PublishStep():
@@ -664,19 +676,94 @@ class AgentSessionWorkflow:
         )
 
     async def _await_approval(self, step: session.AwaitApprovalStep) -> None:
-        """Wait for a person, the deadline or continue-as-new; the machine settles it."""
+        """Wait for a person, the deadline or continue-as-new; the machine settles it.
+
+        With `interrupt_reminder`, `on_interrupt` hears again each interval
+        while it waits, and once more when the deadline passes.
+        """
         timed_out = False
-        try:
-            await workflow.wait_condition(
-                lambda: (
-                    session.approval_settled(self.state, step.interrupt_id)
-                    or self._continue_as_new_needed()
-                ),
-                timeout=step.timeout,
-            )
-        except TimeoutError:
-            timed_out = True
+        interval = self.options.interrupt_reminder if self._notifies() else None
+        deadline = None if step.timeout is None else workflow.now() + step.timeout
+        while True:
+            timeout = step.timeout if deadline is None else deadline - workflow.now()
+            reminder = None
+            if interval is not None:
+                due = session.next_reminder(
+                    self.state.interrupts[step.interrupt_id], interval
+                )
+                reminder = max(due - workflow.now(), timedelta(0))
+                if timeout is None or reminder < timeout:
+                    timeout = reminder
+                else:
+                    reminder = None
+            try:
+                await workflow.wait_condition(
+                    lambda: (
+                        session.approval_settled(self.state, step.interrupt_id)
+                        or self._continue_as_new_needed()
+                    ),
+                    timeout=None if timeout is None else max(timeout, timedelta(0)),
+                )
+            except TimeoutError:
+                if reminder is not None:
+                    self._notify("reminder", step.interrupt_id)
+                    self.state = session.reminded(self.state, step.interrupt_id)
+                    continue
+                timed_out = True
+            break
+        expired = timed_out and not self.state.interrupts[step.interrupt_id].resolved
+        if expired:
+            self._notify("expired", step.interrupt_id)
         await self._follow(session.settle_approval(self.state, timed_out=timed_out))
+
+    def _notifies(self) -> bool:
+        """Whether this session sends notifications (a patch: none before 0.2)."""
+        return self.options.on_interrupt is not None and workflow.patched(_PATCH_NOTIFY)
+
+    def _notify(self, kind: session.NotificationKind, interrupt_id: str) -> None:
+        """Start the notification Step of `interrupt_id`; the session does not wait for it.
+
+        A failed notification (its attempts used up) is logged and dropped: a
+        receiver that is down must not hold a person's session.
+        """
+        if not self._notifies():
+            return
+        interrupt = self.state.interrupts[interrupt_id]
+        notification = session.interrupt_notification(
+            interrupt,
+            kind=kind,
+            session_id=self.state.session_id,
+            flow_type=self.flow_type,
+            now=workflow.now(),
+        )
+        handle = workflow.start_activity(
+            self.names.notify,
+            NotifyInput(
+                notification=notification, arguments_ref=interrupt.arguments_ref
+            ),
+            activity_id=f"notify/{notification.notification_id}",
+            start_to_close_timeout=NOTIFY_LIMIT,
+            retry_policy=RetryPolicy(
+                initial_interval=self.options.retry_interval,
+                maximum_interval=timedelta(minutes=1),
+                maximum_attempts=self.options.notification_attempts,
+            ),
+        )
+        self._notifying += 1
+
+        async def settle() -> None:
+            try:
+                await handle
+            except ActivityError as err:
+                workflow.logger.warning(
+                    "dropped notification %s: %s",
+                    notification.notification_id,
+                    _failure_text(err),
+                )
+            finally:
+                self._notifying -= 1
+
+        asyncio.get_running_loop().create_task(settle())
 
     async def _publish(self) -> None:
         """Project the snapshot and write the session's events to the runtime store."""
@@ -731,7 +818,10 @@ class AgentSessionWorkflow:
         # In-flight Updates must finish first, or their callers would see them lost.
         # An `end_session` Update finishes only with the session: it returns then.
         await workflow.wait_condition(
-            lambda: workflow.all_handlers_finished() or self.state.end_requested
+            lambda: (
+                (workflow.all_handlers_finished() and self._notifying == 0)
+                or self.state.end_requested
+            )
         )
         if self.state.end_requested:
             return

@@ -8,6 +8,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from .._errors import ToolExecutionError
+from ..notify import WebhookNotifier
 from ..session import AgentSessionOptions, DeferredToolExecution, JsonObject, ToolPolicy
 from ..temporal import AgentSessionFlow, create_agent_session_flow
 from ._ledger import Ledger
@@ -48,6 +49,11 @@ class LedgerFlowConfig:
     """The scripted model's input limit (see `ScriptedRunner`); None: no limit."""
     spend_limit: float | None = None
     """The session's `spend_limit` (each scripted segment costs 0.001 USD)."""
+    webhook_url: str | None = None
+    """Approvals are POSTed here (`WebhookNotifier`, signed with `webhook_secret`)."""
+    webhook_secret: str = "ledger-webhook-secret"
+    interrupt_reminder_seconds: float | None = None
+    notification_attempts: int = 5
     extra: dict[str, str] = field(default_factory=lambda: {})
 
 
@@ -143,5 +149,12 @@ def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
             interrupt_deadline=timedelta(seconds=deadline) if deadline else None,
             continue_as_new_after_events=config.continue_as_new_after_events,
             spend_limit=config.spend_limit,
+            on_interrupt=WebhookNotifier(config.webhook_url, config.webhook_secret)
+            if config.webhook_url
+            else None,
+            interrupt_reminder=timedelta(seconds=config.interrupt_reminder_seconds)
+            if config.interrupt_reminder_seconds
+            else None,
+            notification_attempts=config.notification_attempts,
         ),
     )
