@@ -114,6 +114,25 @@ bad_images = st.one_of(
     st.lists(st.one_of(st.none(), st.text(max_size=3), st.integers()), min_size=1),
 )
 
+bad_edit = st.one_of(
+    other_types.filter(lambda v: not isinstance(v, dict)),
+    st.booleans(),
+    st.text(max_size=4),
+    st.dictionaries(st.integers(), st.text(max_size=3), min_size=1, max_size=2),
+    st.sampled_from([{"orderId": float("nan")}, {"orderId": float("inf")}]),
+    lone_surrogate_text.map(lambda t: {"orderId": t}),
+    _odd.map(lambda v: {"orderId": v}),
+)
+bad_limit = st.one_of(
+    st.booleans(),
+    st.text(max_size=4),
+    st.integers(max_value=0),
+    st.floats(max_value=0.0),
+    st.sampled_from([float("nan"), float("inf"), -float("inf")]),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)
+
+
 # ----- the RPCs, each argument with its wrong values --------------------------------
 
 
@@ -145,6 +164,14 @@ def _rpcs(
             "rejection_message": (None, bad_optional_text),
             "timeout": (5, bad_timeout),
             "resolved_by": (None, bad_optional_text),
+            "edited_input": (None, bad_edit),
+            "new_spend_limit": (None, bad_limit),
+        },
+        "cancel_turn": {
+            "session_id": (sid, bad_id),
+            "reason": ("", bad_text),
+            "cancelled_by": (None, bad_optional_text),
+            "timeout": (5, bad_timeout),
         },
         "end": {
             "session_id": (sid, bad_id),
@@ -244,7 +271,7 @@ async def test_wrong_arguments_raise_invalid_argument_errors_and_write_nothing(
         for argument, (_, bad) in arguments.items():
             await asyncio.to_thread(check_argument, rpc, argument, valid, bad)
 
-    assert len(refused) == sum(len(arguments) for arguments in rpcs.values()) == 31
+    assert len(refused) == sum(len(arguments) for arguments in rpcs.values()) == 37
     assert await _history_length(client, sid) == length
     assert len(await sessions.events(sid)) == events
     snapshot = await sessions.snapshot(sid)
