@@ -265,3 +265,15 @@ def test_verify_signature_never_raises(
 ) -> None:
     result = verify_signature(secret, body, headers, tolerance=tolerance, now=now)  # pyright: ignore[reportArgumentType]
     assert result is False or result is True
+
+
+async def test_the_standard_librarys_request_headers_verify(receiver: Receiver) -> None:
+    import email.parser
+
+    await WebhookNotifier(receiver.url, SECRET)(notification())
+    request = receiver.requests[0]
+    raw = "".join(f"{k}: {v}\r\n" for k, v in request.headers.items()) + "\r\n"
+    message = email.parser.Parser().parsestr(raw)  # what `http.server` hands a handler
+
+    assert verify_signature(SECRET, request.body, message)
+    assert not verify_signature("wrong", request.body, message)

@@ -110,6 +110,8 @@ class Chat:
         self._pending: set[str] = set()
         self.asking: Interrupt | None = None
         """The approval being asked about, named when the user leaves."""
+        self.expired_ahead = False
+        """The answer `answered_elsewhere` found was the approval's deadline."""
         self.outage = Outage(
             conn, self._say, meanwhile="this chat waits and reconnects"
         )
@@ -304,14 +306,14 @@ class Chat:
         It only looks ahead: the events stay unread, so `follow` still shows them.
         """
         ahead = await self.store.read_events(self.session_id, after=self.cursor)
-        return any(
-            (
+        for e in ahead:
+            if e.type == "session_ended" or (
                 e.type == "interrupt_resolved"
                 and e.data.get("interrupt_id") == interrupt_id
-            )
-            or e.type == "session_ended"
-            for e in ahead
-        )
+            ):
+                self.expired_ahead = bool(e.data.get("expired"))
+                return True
+        return False
 
     async def follow(self) -> list[Interrupt]:
         """Show events until the session is idle, or approvals wait for an answer.
@@ -631,7 +633,12 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
                         if answer is None:
                             # Answered in another terminal, the inbox or by code
                             # (or its deadline passed): the event log's line follows.
-                            out.print(Text("answered elsewhere", style="yellow"))
+                            gone = (
+                                "its approval deadline passed"
+                                if chat.expired_ahead
+                                else "answered elsewhere"
+                            )
+                            out.print(Text(gone, style="yellow"))
                             chat.state = "running"
                             break
                         if runner.run(chat.resolve(interrupt, answer)):

@@ -282,6 +282,7 @@ def approval_json(row: Pending) -> JsonObject:
         "rejection_message",
         "resolved_by",
         "arguments_ref",
+        "expired",
     ):
         data.pop(answered, None)
     return {"session_id": row.session_id, "flow_type": row.flow_type, **data}

@@ -24,6 +24,8 @@ import math
 import re
 import time
 from collections.abc import Mapping
+from email.message import Message
+from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
 try:
@@ -199,7 +201,7 @@ class WebhookNotifier:
 def verify_signature(
     secret: str | bytes,
     body: bytes,
-    headers: Mapping[str, str],
+    headers: Mapping[str, str] | Message,
     *,
     tolerance: float = 300.0,
     now: float | None = None,
@@ -217,7 +219,8 @@ def verify_signature(
         body: The request's raw bytes, exactly as received (before any JSON
             parsing: re-encoding changes the bytes and breaks the signature).
         headers: The request's headers; names match case-insensitively, so a
-            framework's header mapping or a plain dict both work.
+            framework's header mapping, a plain dict or the standard library's
+            `http.server` headers (an `email.message.Message`) all work.
         tolerance: The most seconds the signed timestamp may differ from `now`,
             either way; an older request is refused as a possible replay.
         now: The current Unix time; None reads the clock.
@@ -237,10 +240,14 @@ def _verify(
     key = _key(secret)
     if key is None or not isinstance(body, bytes | bytearray | memoryview):
         return False
-    if not isinstance(headers, Mapping):
+    if isinstance(headers, Message):
+        pairs: list[tuple[object, object]] = list(headers.items())
+    elif isinstance(headers, Mapping):
+        pairs = list(cast(Mapping[object, object], headers).items())
+    else:
         return False
-    timestamp = _header(headers, TIMESTAMP_HEADER)
-    signature = _header(headers, SIGNATURE_HEADER)
+    timestamp = _header(pairs, TIMESTAMP_HEADER)
+    signature = _header(pairs, SIGNATURE_HEADER)
     if timestamp is None or signature is None:
         return False
     timestamp, signature = timestamp.strip(), signature.strip()
@@ -278,11 +285,11 @@ def _key(secret: object) -> bytes | None:
     return key or None
 
 
-def _header(headers: Mapping[object, object], name: str) -> str | None:
+def _header(headers: list[tuple[object, object]], name: str) -> str | None:
     """The one value of header `name` in any case, or None if missing, repeated or not text."""
     wanted = name.lower()
     found: str | None = None
-    for key, value in headers.items():
+    for key, value in headers:
         if isinstance(key, bytes):
             key = key.decode("latin-1")
         if not isinstance(key, str) or not key.isascii() or key.lower() != wanted:

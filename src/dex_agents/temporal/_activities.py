@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 from temporalio import activity
-from temporalio.exceptions import ApplicationError
+from temporalio.exceptions import ApplicationError, ApplicationErrorCategory
 
 from .._errors import (
     BudgetReachedError,
@@ -291,6 +291,8 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
             {"attempt": attempt or 0, "usage": err.usage},
             type=type(err).__name__,
             non_retryable=True,
+            # Expected (the session asks for a new limit): no failure log with a traceback.
+            category=ApplicationErrorCategory.BENIGN,
         )
     if isinstance(err, SessionError):
         delay = timedelta(seconds=err.retry_after) if err.retry_after else None
