@@ -153,6 +153,13 @@ async def test_row146_the_spend_limit_stops_a_turn_before_its_resumed_segment(
             sid, interrupt.interrupt_id, approved=True
         )
         snap = await rig.sessions.wait_for_idle(sid)
+        # The resumed segment would start over the limit: the session asks first.
+        assert snap.status == "budget_reached"
+        (budget,) = snap.pending_interrupts
+        assert await rig.sessions.resolve_interrupt(
+            sid, budget.interrupt_id, approved=False
+        )
+        snap = await rig.sessions.wait_for_idle(sid)
         turn = snap.turns[0]
         assert turn.status == "failed"
         assert "spend limit reached" in (turn.error or "")

@@ -177,11 +177,19 @@ async def test_spend_limit_failure_says_how_to_continue(
         await sessions.send_user_message("audit-eng-c26-spend", "say two")
         await sessions.wait_for_idle("audit-eng-c26-spend")
         await sessions.send_user_message("audit-eng-c26-spend", "say three")
+        (budget,) = (
+            await sessions.wait_for_idle("audit-eng-c26-spend")
+        ).pending_interrupts
+        await sessions.resolve_interrupt(
+            "audit-eng-c26-spend", budget.interrupt_id, approved=False
+        )
         snap = await sessions.wait_for_idle("audit-eng-c26-spend")
         events = await sessions.events("audit-eng-c26-spend")
     await store.close()
     expected = (
-        "spend limit reached: 0.0020 USD of 0.0015 USD; raise `spend_limit` to continue"
+        "spend limit reached: 0.0020 USD of 0.0015 USD (a person declined to raise "
+        "it); answer the next spend-limit approval with a new limit, or raise "
+        "`spend_limit`, to continue"
     )
     assert [t.status for t in snap.turns] == ["completed", "completed", "failed"]
     assert snap.turns[2].error == expected

@@ -138,7 +138,7 @@ async def test_events_can_be_followed_while_the_turn_runs(harness: Harness) -> N
     assert seen[0].type == "turn_started"
 
 
-async def test_spend_limit_fails_the_next_segment(
+async def test_spend_limit_pauses_before_the_next_segment(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
     from dataclasses import replace
@@ -158,10 +158,14 @@ async def test_spend_limit_fails_the_next_segment(
         await sessions.wait_for_idle("spend")
         await sessions.send_user_message("spend", "say three")  # 0.002 spent: over
         snap = await sessions.wait_for_idle("spend")
+        assert snap.status == "budget_reached"
+        (budget,) = snap.pending_interrupts
+        await sessions.resolve_interrupt("spend", budget.interrupt_id, approved=False)
+        snap = await sessions.wait_for_idle("spend")
     await store.close()
     assert [t.status for t in snap.turns] == ["completed", "completed", "failed"]
     assert "spend limit reached" in (snap.turns[2].error or "")
-    assert snap.usage.model_calls == 2
+    assert snap.usage.model_calls == 2  # the third segment never started
 
 
 async def test_run_model_limit_bounds_a_segment(

@@ -641,16 +641,17 @@ def _settle_budget(state: SessionState, interrupt: Interrupt) -> Transition:
         back = replace(active, phase=active.paused_phase, interrupt_id=None)
         raised = replace(state, active=back, spend_limit=interrupt.new_spend_limit)
         return Transition(state=raised, events=events, step=PublishStep())
-    limit = interrupt.arguments.get("spend_limit_usd")
-    spent = interrupt.arguments.get("spent_usd")
+    limit = spend_limit_of(interrupt)
+    spent = state.usage.cost_usd
     if interrupt.expired:
         why = "no new limit arrived before the deadline"
     else:
         why = interrupt.rejection_message or "a person declined to raise it"
     failed = _fail_turn(
         state,
-        f"spend limit reached: {spent} USD of {limit} USD ({why}); raise "
-        "`spend_limit` to continue",
+        f"spend limit reached: {spent:.4f} USD of {limit:.4f} USD ({why}); "
+        "answer the next spend-limit approval with a new limit, or raise "
+        "`spend_limit`, to continue",
     )
     return replace(failed, events=(*events, *failed.events))
 
@@ -1174,6 +1175,12 @@ def _ended(state: SessionState) -> Refusal:
         "messages or approvals. Its history stays readable (`dex-agents show`); "
         "start a new session with another ID to go on",
     )
+
+
+def spend_limit_of(interrupt: Interrupt) -> float:
+    """The limit a `budget` interrupt says the session reached (USD)."""
+    limit = interrupt.arguments.get("spend_limit_usd")
+    return float(limit) if isinstance(limit, int | float) else 0.0
 
 
 def _limit_text(state: SessionState, options: AgentSessionOptions) -> str:
