@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from claude_rig import ClaudeRig
 from temporalio.client import Client
 
-from dex_agents import InvalidEditError
+from dex_agents import AgentSessionOptions, InvalidEditError, ToolPolicy
+from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session_flow
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 
@@ -130,4 +133,38 @@ async def test_an_edited_bash_command_is_the_one_that_runs(
         assert record.edit is not None and record.edit.original_arguments == asked
         # The model was told a person edited the command.
         assert NOTE in _requests(claude_rig)[-1]
+    await store.close()
+
+
+async def test_an_expired_approval_reaches_the_model_as_an_expiry(
+    claude_rig: ClaudeRig, client: Client
+) -> None:
+    example = claude_rig.example
+    flow = create_claude_agent_session_flow(
+        ClaudeAgentDefinition(
+            options=example.options,
+            custom_tools=[example.lookup_order, example.create_refund],
+            tool_policies={"create_refund": ToolPolicy(effect="non_idempotent_write")},
+        ),
+        "ExpiringSupportAgent",
+        AgentSessionOptions(interrupt_deadline=timedelta(seconds=1)),
+    )
+    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = "real-cli-expired-refund"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(
+            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
+        )
+        async with asyncio.timeout(60):
+            async for event in sessions.follow(sid):
+                if event.type in ("turn_completed", "turn_failed"):
+                    break
+        snap = await sessions.wait_for_idle(sid)
+        assert [r.status for r in snap.turns[0].tool_calls] == ["expired"]
+        assert example.refunds() == []
+        # The model's next request carried the expiry, not a person's refusal.
+        (result,) = _tool_results(claude_rig)
+        assert "its approval expired" in _text(result)
+        assert "rejected" not in _text(result)
     await store.close()
