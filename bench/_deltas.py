@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import Any
 
 from dex_agents import UserError
 from dex_agents.session import (
     AgentEvent,
     DeferredToolExecution,
+    EditContext,
     JsonObject,
     RunModelContext,
     StoredMessage,
@@ -51,6 +53,13 @@ class StampingRunner:
         """Nothing to compact: every turn is independent."""
         if compaction is not None:
             raise UserError("the stamping runner cannot compact; remove `compaction`")
+
+    async def check_edited_call(
+        self, call: ToolCall, arguments: JsonObject, context: EditContext
+    ) -> ToolCall:
+        """It calls no tools; an edit is taken as it is."""
+        del context
+        return replace(call, arguments=dict(arguments))
 
     async def run_model(
         self, context: RunModelContext

@@ -202,7 +202,7 @@ async def test_a_chat_card_answered_elsewhere_is_refreshed(
     assert ledger.count("create_refund_started") == 1
 
 
-async def test_chat_shows_progress_and_can_leave_a_running_turn(
+async def test_chat_shows_progress_and_ctrl_c_stops_the_turn_then_leaves(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
@@ -212,13 +212,16 @@ async def test_chat_shows_progress_and_can_leave_a_running_turn(
     chat.expect("you › ")
     chat.sendline("say slow ;; pause g1")
     chat.expect(r"working \d+s")
+    # Ctrl-C while the chat waits for the model stops the turn; at the prompt, it leaves.
     chat.sendintr()
-    chat.expect("left while the turn runs")
+    chat.expect("■ stopped turn-1")
+    chat.expect("you › ")
+    chat.sendintr()
+    chat.expect("bye; come back with")
     assert chat.wait_exit() == 0
 
-    (tmp_path / "gates" / "g1").write_text("")
     chat = _chat(engine, tmp_path, flow_type, f"c-2-{RUN}")
-    chat.expect("agent › said: slow")
+    chat.expect("■ the turn was cancelled")
     chat.expect("you › ")
     chat.sendline("say again")
     chat.expect("agent › said: again")

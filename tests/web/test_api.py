@@ -429,6 +429,7 @@ async def test_openapi_schema_is_served_and_names_every_endpoint(rig: WebRig) ->
         ("POST", "/api/sessions/{session_id}/messages"),
         ("GET", "/api/sessions/{session_id}/history"),
         ("POST", "/api/sessions/{session_id}/end"),
+        ("POST", "/api/sessions/{session_id}/cancel"),
         ("GET", "/api/approvals"),
         ("POST", "/api/sessions/{session_id}/approvals/{interrupt_id}/approve"),
         ("POST", "/api/sessions/{session_id}/approvals/{interrupt_id}/reject"),

@@ -40,6 +40,7 @@ ENDPOINTS = [
     ),
     Endpoint("GET", f"/api/sessions/{MISSING}/history", READ),
     Endpoint("POST", f"/api/sessions/{MISSING}/end", ADMIN, body={}),
+    Endpoint("POST", f"/api/sessions/{MISSING}/cancel", CHAT, body={}),
     Endpoint("GET", "/api/approvals", READ),
     Endpoint("POST", f"/api/sessions/{MISSING}/approvals/i-1/approve", APPROVE),
     Endpoint(
@@ -74,6 +75,7 @@ ENDPOINTS = [
         form={"text": "say hi"},
         page=True,
     ),
+    Endpoint("POST", f"/sessions/{MISSING}/cancel", CHAT, form={}, page=True),
 ]
 ROLES: list[Role | None] = [None, "read", "chat", "approve", "admin"]
 

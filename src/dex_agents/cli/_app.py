@@ -2,7 +2,7 @@
 
 Commands that serve an agent (`dev`, `worker`, `chat`) load it from
 `--agent module:flow`. The others (`sessions`, `show`, `events`, `approvals`,
-`approve`, `reject`, `end`) need no agent: a session's workflow already knows
+`approve`, `reject`, `cancel`, `end`) need no agent: a session's workflow already knows
 its flow, and the store keeps a projection of every session for when no worker
 runs. Every command's `--help` ends with examples, and session and interrupt
 IDs complete in the shell (`_complete`).
@@ -43,7 +43,14 @@ from ..temporal import (
 from ..testing import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from . import _render as render
 from ._agent_ref import load_flow
-from ._approvals import edited_input_option, exit_with, pending_approvals, resolve
+from ._approvals import (
+    edited_input_option,
+    exit_with,
+    pending_approvals,
+    resolve,
+    spend_limit_option,
+)
+from ._cancel import cancel
 from ._chat import run_chat
 from ._complete import complete_interrupt, complete_session
 from ._context import (
@@ -576,8 +583,8 @@ async def _shutdown(w: Worker, run_task: asyncio.Task[None]) -> None:
 def sessions(as_json: bool, target: Target) -> None:
     """List sessions: status, turns, pending approvals, cost (newest first).
 
-    The status is idle, running, waiting for approval, or ended (by
-    `dex-agents end`). Read from the runtime store's projections, so it works
+    The status is idle, running, waiting for approval, budget reached (the
+    spend limit: `approve --spend-limit`), or ended (by `dex-agents end`). Read from the runtime store's projections, so it works
     with no server or worker running.
     """
     snapshots = run(_list_snapshots(target))
@@ -799,6 +806,8 @@ when one starts, 4 already answered the other way (nothing changed).
         "dex-agents approve session-1 intr_0123456789abcdef",
         'dex-agents approve session-1 intr_0123456789abcdef --edit \'{"orderId": "8"}\'',
         "dex-agents approve session-1 intr_0123456789abcdef --edit @input.json",
+        "dex-agents approve session-1 intr_0123456789abcdef --spend-limit 5   # a "
+        "spend limit reached",
         "dex-agents approvals   # every pending approval, with its IDs",
     )
     + _RESOLVE_EXIT
@@ -815,6 +824,15 @@ when one starts, 4 already answered the other way (nothing changed).
     "(exit code 1) and the call still waits. `show` and `events` keep both "
     "inputs and who edited.",
 )
+@click.option(
+    "--spend-limit",
+    "spend_limit",
+    type=float,
+    metavar="USD",
+    help="Answer a spend-limit interrupt (status `budget reached`) with this new "
+    "limit, in USD and above what the session spent: the turn goes on under it. "
+    "Needed for such an interrupt, refused for a tool call's.",
+)
 @_TIMEOUT_OPTION
 @_AS_OPTION
 @target_options
@@ -822,6 +840,7 @@ def approve(
     session_id: str,
     interrupt_id: str,
     edit: str | None,
+    spend_limit: float | None,
     timeout: float,
     resolved_by: str | None,
     target: Target,
@@ -830,8 +849,19 @@ def approve(
 
     With no worker running, the approval is recorded in the session's history
     and applies (once) when a worker starts. An approval with `--edit` needs a
-    worker (it checks the edit), so it is never recorded for later.
+    worker (it checks the edit), so it is never recorded for later. A
+    spend-limit interrupt (the session reached its `spend_limit`) is approved
+    with `--spend-limit USD`, a new limit above what it spent.
     """
+    if edit is not None and spend_limit is not None:
+        raise BadArgumentError(
+            "`--edit` and `--spend-limit` exclude each other: `--edit` approves a "
+            "tool call with another input, `--spend-limit` answers a spend-limit "
+            "interrupt"
+        )
+    new_spend_limit = (
+        spend_limit_option(spend_limit) if spend_limit is not None else None
+    )
     edited_input = edited_input_option(edit) if edit is not None else None
     exit_with(
         run(
@@ -844,6 +874,7 @@ def approve(
                 timeout=timeout,
                 resolved_by=_decider(resolved_by),
                 edited_input=edited_input,
+                new_spend_limit=new_spend_limit,
             )
         )
     )
@@ -876,7 +907,8 @@ def reject(
     """Reject a pending tool call; it never runs, and the agent is told why.
 
     With no worker running, the rejection is recorded in the session's history
-    and applies when a worker starts.
+    and applies when a worker starts. Rejecting a spend-limit interrupt
+    declines a new limit: the turn fails (spend limit reached).
     """
     if edit is not None:
         raise BadArgumentError(
@@ -912,8 +944,9 @@ def approvals(as_json: bool, target: Target) -> None:
 
     Each row has the session and interrupt IDs that `approve` and `reject`
     take, the tool, its effect, its input, the deadline and how long it has
-    waited. Read from the runtime store, so it works with no server or worker
-    running.
+    waited; a spend-limit interrupt shows what was spent of which limit
+    (answer it with `approve --spend-limit USD`). Read from the runtime store,
+    so it works with no server or worker running.
     """
     waiting = run(pending_approvals(target))
     if as_json:
@@ -930,10 +963,11 @@ def approvals(as_json: bool, target: Target) -> None:
         return
     out.print(render.approvals_table(waiting))
     first = waiting[0]
+    limit = " --spend-limit USD" if render.is_budget(first.interrupt) else ""
     out.print(
         Text(
             f"answer one: {prog()} approve {first.session_id} "
-            f"{first.interrupt.interrupt_id} (or reject ... -m 'why')",
+            f"{first.interrupt.interrupt_id}{limit} (or reject ... -m 'why')",
             style="dim",
         ),
         soft_wrap=True,
@@ -979,14 +1013,17 @@ def chat(session_id: str, agent: str | None, target: Target) -> None:
     """Chat with a session in the terminal, answering its approvals as they come.
 
     Text streams as the agent writes it, tool calls show as they start and
-    finish, and each approval shows the tool, its effect and its exact input.
-    Leave with /quit or Ctrl-D; the session keeps running, and coming back
-    shows its history and any approval still waiting.
+    finish, and each approval shows the tool, its effect and its exact input
+    (a spend limit reached asks for a new limit). Ctrl-C while a turn runs
+    stops it (the turn ends cancelled) and comes back to the prompt. Leave
+    with /quit, Ctrl-D or Ctrl-C at the prompt; the session keeps running,
+    and coming back shows its history and any approval still waiting.
     """
     flow = load_flow(agent) if agent else None
     run_chat(target, session_id, flow)
 
 
+main.add_command(cancel)
 main.add_command(end)
 main.add_command(doctor)
 with contextlib.suppress(ImportError):  # `serve` needs the `web` extra

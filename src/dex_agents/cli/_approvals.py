@@ -11,7 +11,9 @@ instead: whether the interrupt exists, and whether (and how) it was answered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import math
 import sys
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -21,8 +23,10 @@ from typing import cast
 import click
 from rich.console import Console
 from rich.text import Text
+from temporalio.service import RPCError
 
 from .._errors import (
+    EngineError,
     InvalidArgumentError,
     InvalidEditError,
     NoWorkerError,
@@ -191,6 +195,102 @@ def _no_constant(name: str) -> object:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def spend_limit_option(value: float) -> float:
+    """`--spend-limit`'s value: a positive, finite number of USD.
+
+    Raises:
+        BadArgumentError: zero, negative, `inf` or `nan` (exit 2).
+    """
+    if not math.isfinite(value) or value <= 0:
+        raise BadArgumentError(
+            f"bad `--spend-limit {value:g}`: the new limit must be a positive, finite "
+            "number of USD (above what the session spent), e.g. `--spend-limit 5`"
+        )
+    return value
+
+
+def _suggested_limit(interrupt: Interrupt) -> str:
+    """A new limit to show in advice: twice the larger of the spend and the old limit."""
+    old = interrupt.arguments.get("spend_limit_usd")
+    base = max(
+        render.spent_usd(interrupt.arguments),
+        float(old) if isinstance(old, int | float) else 0.0,
+    )
+    return f"{base * 2:.4g}" if base > 0 else "5"
+
+
+async def _pending_interrupt(
+    conn: Connection,
+    store: RuntimeStore | None,
+    session_id: str,
+    interrupt_id: str,
+    *,
+    live: bool,
+) -> Interrupt | None:
+    """The pending interrupt `interrupt_id`: from the store's projection, else the session.
+
+    None when neither has it pending (answered, unknown, or unreadable): the
+    session's own answer then says what it is.
+    """
+    data = await store.get_snapshot(session_id) if store is not None else None
+    pending = render.snapshot_from_json(data).pending_interrupts if data else []
+    if live and not any(i.interrupt_id == interrupt_id for i in pending):
+        with contextlib.suppress(EngineError, RPCError):
+            snapshot = await get_agent_snapshot(conn.client, None, session_id, turns=0)
+            pending = snapshot.pending_interrupts
+    return next((i for i in pending if i.interrupt_id == interrupt_id), None)
+
+
+def _check_kind(
+    interrupt: Interrupt | None,
+    session_id: str,
+    *,
+    approved: bool,
+    new_spend_limit: float | None,
+    edited: bool,
+) -> None:
+    """Refuse an answer that does not fit what the interrupt asks (exit 2).
+
+    A spend-limit interrupt is approved with `--spend-limit` above what was
+    spent; a tool call's takes no `--spend-limit`.
+    """
+    if interrupt is None:
+        return
+    command = f"{session_id} {interrupt.interrupt_id}"
+    if not render.is_budget(interrupt):
+        if new_spend_limit is not None:
+            raise BadArgumentError(
+                f"`--spend-limit` answers a spend-limit interrupt only; "
+                f"{interrupt.interrupt_id} asks to approve the tool call "
+                f"{interrupt.tool_name}: `{prog()} approve {command}` (without "
+                "`--spend-limit`)"
+            )
+        return
+    if not approved:
+        return
+    spent = render.spent_usd(interrupt.arguments)
+    what = render.budget_text(interrupt.arguments, hint=False)
+    if edited:
+        raise BadArgumentError(
+            f"{interrupt.interrupt_id} asks for a new spend limit ({what}), which has "
+            f"no input to edit: `{prog()} approve {command} --spend-limit USD`"
+        )
+    if new_spend_limit is None:
+        raise BadArgumentError(
+            f"{interrupt.interrupt_id} of session {session_id!r} asks for a new spend "
+            f"limit ({what}): approve it with `--spend-limit USD` above the "
+            f"{spent:.4f} USD spent, e.g. `{prog()} approve {command} --spend-limit "
+            f"{_suggested_limit(interrupt)}`, or decline it with `{prog()} reject "
+            f"{command}`"
+        )
+    if new_spend_limit <= spent:
+        raise BadArgumentError(
+            f"bad `--spend-limit {new_spend_limit:g}`: the new limit must be above the "
+            f"{spent:.4f} USD the session spent ({what}), e.g. `--spend-limit "
+            f"{_suggested_limit(interrupt)}`"
+        )
+
+
 async def resolve(
     target: Target,
     session_id: str,
@@ -201,12 +301,15 @@ async def resolve(
     timeout: float,
     resolved_by: str | None = None,
     edited_input: JsonObject | None = None,
+    new_spend_limit: float | None = None,
 ) -> int:
     """Answer one approval as `resolved_by`; the exit code (0 done, 3 recorded for later).
 
     `edited_input` (with `approved`) approves the call with this input instead
     of the model's; the session's worker checks it first, so an edit is never
-    recorded for later.
+    recorded for later. `new_spend_limit` approves a spend-limit interrupt
+    with that limit (USD); it is checked against the interrupt's kind and
+    spend first, so a wrong one changes nothing.
 
     Raises:
         CommandError: no such session or interrupt, or it has ended; a refused
@@ -229,6 +332,17 @@ async def resolve(
                 )
             if not known.created and await store.get_snapshot(session_id):
                 raise await _unknown(conn, store, session_id, interrupt_id, live=False)
+        interrupt = await _pending_interrupt(
+            conn, store, session_id, interrupt_id, live=seen
+        )
+        _check_kind(
+            interrupt,
+            session_id,
+            approved=approved,
+            new_spend_limit=new_spend_limit,
+            edited=edited_input is not None,
+        )
+        budget = interrupt is not None and render.is_budget(interrupt)
         verb = "approve" if approved else "reject"
         try:
             async with render.Progress(
@@ -245,8 +359,12 @@ async def resolve(
                     resolved_by=resolved_by,
                     edited_input=edited_input,
                     store=store,
+                    new_spend_limit=new_spend_limit,
                 )
         except InvalidArgumentError as err:
+            if err.argument == "new_spend_limit":
+                text = str(err).replace("`new_spend_limit`", "`--spend-limit USD`")
+                raise BadArgumentError(f"bad `--spend-limit`: {text}") from None
             if err.argument != "edited_input":
                 raise
             raise BadArgumentError(f"bad `--edit`: {err}") from None
@@ -311,6 +429,13 @@ async def resolve(
         if edited_input is not None
         else ""
     )
+    if budget and approved and new_spend_limit is not None:
+        edit = (
+            f": the spend limit is now {new_spend_limit:.4f} USD, and the turn goes on"
+        )
+    elif budget and not approved:
+        done = "declined"
+        edit = ": no new spend limit, so the turn fails (spend limit reached)"
     out.print(
         Text.assemble(
             ("✓ " if approved else "✗ ", "green" if approved else "red"),

@@ -8,8 +8,10 @@ coming back replays the turn in progress from its first event and asks again for
 any approval still waiting.
 
 Reading a line blocks, so the chat is a plain loop that reads input and runs
-each network step on one `asyncio.Runner`; Ctrl-C while a turn runs leaves the
-chat (the turn goes on in the worker) instead of killing anything.
+each network step on one `asyncio.Runner`. Ctrl-C while a turn runs (or while
+the chat waits for the model) stops the turn (`cancel_turn`) and comes back to
+the prompt once it ended; a second Ctrl-C before that, or Ctrl-C at a prompt,
+leaves the chat (the session keeps running) instead of killing anything.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import asyncio
 import contextlib
 import getpass
 import json
+import math
 import os
 import select
 import sys
@@ -30,13 +33,19 @@ from rich.console import Console
 from rich.text import Text
 from temporalio.service import RPCError
 
-from .._errors import EngineError, InvalidArgumentError, InvalidEditError
+from .._errors import (
+    EngineError,
+    InvalidArgumentError,
+    InvalidEditError,
+    NoWorkerError,
+)
 from ..session import EventRecord, JsonObject
 from ..stores import RuntimeStore
 from ..temporal import (
     AgentSessionFlow,
     AgentSnapshot,
     Interrupt,
+    cancel_turn,
     get_agent_snapshot,
     resolve_interrupt,
     send_user_message,
@@ -61,15 +70,19 @@ _QUIT = frozenset({"/quit", "/exit", "/q"})
 _HELP = (
     "type a message and press Enter; the agent's answer streams below.\n"
     "approvals: a (approve), e (edit the call's input as JSON, then approve it),\n"
-    "r (reject, then an optional message for the agent).\n"
-    "/quit or Ctrl-D leaves (the session keeps running; come back any time).\n"
-    "Ctrl-C while a turn runs leaves too: the turn continues in the worker."
+    "r (reject, then an optional message for the agent); a spend limit reached:\n"
+    "type a new limit in USD, or r to decline (the turn fails).\n"
+    "Ctrl-C while a turn runs stops it (it ends cancelled) and comes back here.\n"
+    "/quit, Ctrl-D, or Ctrl-C at a prompt (or a second one while a turn stops)\n"
+    "leaves: the session keeps running; come back any time."
 )
 _POLL = 0.03
 _SILENCE_CHECK = 5.0
 """Seconds without events before the chat checks the worker and the session."""
 _OUTAGE_PROBE = 1.0
 """Seconds between health checks while the server is gone (each fails at once)."""
+_STOP_TIMEOUT = 10.0
+"""Seconds Ctrl-C waits for the session's worker to take the stop."""
 
 State = Literal["idle", "running", "approval"]
 
@@ -112,11 +125,16 @@ class Chat:
         """The approval being asked about, named when the user leaves."""
         self.expired_ahead = False
         """The answer `answered_elsewhere` found was the approval's deadline."""
+        self.cancelled_ahead = False
+        """The answer `answered_elsewhere` found closed it: the turn was stopped."""
         self.outage = Outage(
             conn, self._say, meanwhile="this chat waits and reconnects"
         )
         """Says once per outage that the server is gone, and when it is back."""
         self._next_probe = 0.0
+        self.stopping = False
+        """Ctrl-C asked to stop the running turn, which has not ended yet: the
+        next Ctrl-C leaves the chat."""
 
     # -- opening and closing ----------------------------------------------------
 
@@ -216,7 +234,8 @@ class Chat:
             for interrupt in snapshot.pending_interrupts:
                 self._pending.add(interrupt.interrupt_id)
                 self._interrupts[interrupt.interrupt_id] = {
-                    "tool_name": interrupt.tool_name
+                    "tool_name": interrupt.tool_name,
+                    "kind": interrupt.kind,
                 }
 
     async def _scan(self) -> tuple[int, int]:
@@ -278,12 +297,19 @@ class Chat:
                     resolved_by=_os_user(),
                     edited_input=decision.edited_input,
                     store=self.store,
+                    new_spend_limit=decision.new_spend_limit,
                 )
             except (InvalidEditError, InvalidArgumentError) as err:
-                if isinstance(err, InvalidArgumentError) and (
-                    err.argument != "edited_input"
+                if isinstance(err, InvalidArgumentError) and err.argument not in (
+                    "edited_input",
+                    "new_spend_limit",
                 ):
                     raise
+                if isinstance(err, InvalidArgumentError) and (
+                    err.argument == "new_spend_limit"
+                ):
+                    self._note(f"✗ the new limit was refused: {err}", "red")
+                    return False
                 self._note(
                     f"✗ the edit was refused and the call still waits: {err}", "red"
                 )
@@ -300,6 +326,49 @@ class Chat:
         self.state = "running"
         return True
 
+    async def stop(self) -> bool | None:
+        """Stop the running turn (Ctrl-C): whether it was applied; None if not sent.
+
+        The turn's end (`turn_cancelled`) comes through the event log, as
+        every other event does.
+        """
+        async with render.Progress(self.out, "stopping the turn"):
+            if not await self._reachable("the turn was not stopped"):
+                return None
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + _STOP_TIMEOUT
+            try:
+                while True:
+                    if await cancel_turn(
+                        self.conn.client,
+                        None,
+                        self.session_id,
+                        cancelled_by=_os_user(),
+                        timeout=max(0.1, deadline - loop.time()),
+                    ):
+                        return True
+                    # No turn runs: none is left, or the message sent just now
+                    # has not started its turn yet (then stop that one).
+                    snapshot = await get_agent_snapshot(
+                        self.conn.client, None, self.session_id, turns=0
+                    )
+                    if snapshot.status != "running" or loop.time() > deadline:
+                        return False
+                    await asyncio.sleep(0.1)
+            except NoWorkerError:
+                self._note(
+                    f"no worker took the stop within {_STOP_TIMEOUT:g} s, so the "
+                    "turn was not stopped; it goes on once a worker runs "
+                    "(`dex-agents worker --agent module:flow`)",
+                    "yellow",
+                )
+                return None
+            except RPCError as err:
+                if not unreachable(err):
+                    raise
+                self._lost("the turn was not stopped")
+                return None
+
     async def answered_elsewhere(self, interrupt_id: str) -> bool:
         """Whether the event log says `interrupt_id` was answered (or the session ended).
 
@@ -312,6 +381,10 @@ class Chat:
                 and e.data.get("interrupt_id") == interrupt_id
             ):
                 self.expired_ahead = bool(e.data.get("expired"))
+                message = e.data.get("rejection_message")
+                self.cancelled_ahead = isinstance(message, str) and message.startswith(
+                    render.CANCELLED_TEXT
+                )
                 return True
         return False
 
@@ -484,13 +557,20 @@ class Chat:
                     return False  # the approval's own line says it, with why
                 # A failed call shows the tool's error; an unknown outcome, what
                 # the tool raised or what ended its Step.
-                detail = data.get("error") or data.get("output") or ""
+                detail = (
+                    data.get("error")
+                    or data.get("output")
+                    or (data.get("rejection_message") if status == "cancelled" else "")
+                    or ""
+                )
                 self.out.print(
                     Text.assemble(
                         "  ↳ ",
                         (
                             status.replace("_", " "),
-                            "green" if status == "finished" else "red",
+                            {"finished": "green", "cancelled": "yellow"}.get(
+                                status, "red"
+                            ),
                         ),
                         f": {render.preview(str(detail))}" if detail else "",
                     ),
@@ -512,10 +592,32 @@ class Chat:
                 self._end_line()
                 interrupt_id = str(data.get("interrupt_id"))
                 self._pending.discard(interrupt_id)
-                tool = self._interrupts.get(interrupt_id, {}).get("tool_name", "")
+                asked = self._interrupts.get(interrupt_id, {})
+                tool = asked.get("tool_name", "")
                 who = data.get("resolved_by")
                 by = f" by {who}" if who else ""
-                if data.get("expired"):
+                message = data.get("rejection_message")
+                limit = data.get("new_spend_limit")
+                if isinstance(message, str) and message.startswith(
+                    render.CANCELLED_TEXT
+                ):
+                    pass  # the turn was stopped: its `turn_cancelled` line says so
+                elif asked.get("kind") == "budget" and data.get("approved"):
+                    raised = (
+                        f" to {limit:.4f} USD" if isinstance(limit, int | float) else ""
+                    )
+                    self._note(
+                        f"✓ raised the spend limit{raised} ({interrupt_id}){by}; the "
+                        "turn goes on",
+                        "green",
+                    )
+                elif asked.get("kind") == "budget" and not data.get("expired"):
+                    self._note(
+                        f"✗ declined a new spend limit ({interrupt_id}){by}: the turn "
+                        "ends",
+                        "red",
+                    )
+                elif data.get("expired"):
                     self._note(
                         f"⌛ {tool} ({interrupt_id}) {render.EXPIRED_TEXT}; it did "
                         "not run",
@@ -541,9 +643,23 @@ class Chat:
                     )
             case "turn_completed":
                 self._end_line()
+                self.stopping = False
+                return True
+            case "turn_cancelled":
+                self._end_line()
+                self.stopping = False
+                who = data.get("cancelled_by")
+                reason = data.get("reason")
+                self._note(
+                    f"■ stopped {event.turn_id}"
+                    + (f" by {who}" if who else "")
+                    + (f": {reason}" if reason else ""),
+                    "yellow",
+                )
                 return True
             case "turn_failed":
                 self._end_line()
+                self.stopping = False
                 self._note(f"✗ turn failed: {data.get('error', '')}", "red")
                 return True
             case _:
@@ -594,6 +710,8 @@ class Decision:
     """Approve with this input instead of the model's."""
     draft: str = ""
     """The edit as typed, offered again when the session refuses it."""
+    new_spend_limit: float | None = None
+    """Approve a spend-limit interrupt with this new limit (USD)."""
 
 
 # -- the loop -------------------------------------------------------------------
@@ -617,12 +735,19 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
     try:
         while True:
             if chat.state != "idle":
-                waiting = runner.run(chat.follow())
+                try:
+                    waiting = runner.run(chat.follow())
+                except KeyboardInterrupt:
+                    if chat.state != "running" or chat.stopping:
+                        raise  # a second Ctrl-C: leave
+                    _stop(runner, chat)
+                    continue
                 for interrupt in waiting:
                     chat.asking = interrupt
                     draft: str | None = None
                     while True:
-                        answer = _ask(
+                        ask = _ask_budget if render.is_budget(interrupt) else _ask
+                        answer = ask(
                             out,
                             interrupt,
                             lambda i=interrupt.interrupt_id: runner.run(
@@ -636,6 +761,8 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
                             gone = (
                                 "its approval deadline passed"
                                 if chat.expired_ahead
+                                else "the turn was stopped elsewhere"
+                                if chat.cancelled_ahead
                                 else "answered elsewhere"
                             )
                             out.print(Text(gone, style="yellow"))
@@ -663,6 +790,24 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
     except (EOFError, KeyboardInterrupt, _Leave):
         out.print()
     _goodbye(chat)
+
+
+def _stop(runner: asyncio.Runner, chat: Chat) -> None:
+    """Ctrl-C while a turn runs: stop it; the chat follows it to its end.
+
+    A second Ctrl-C (here, or while the turn stops) leaves the chat.
+    """
+    chat.stopping = True
+    applied = runner.run(chat.stop())
+    if applied:
+        chat.out.print(
+            Text("■ stopping the turn… (Ctrl-C again leaves the chat)", style="yellow")
+        )
+    elif applied is False:
+        chat.stopping = False
+        chat.out.print(Text("nothing to stop: the turn had ended", style="dim"))
+    else:
+        chat.stopping = False
 
 
 _CHOICE = "approve or reject? [a/r] (e: edit the input, then approve) › "
@@ -710,6 +855,62 @@ def _ask(
                 "dim",
             )
         )
+
+
+def _ask_budget(
+    out: Console,
+    interrupt: Interrupt,
+    answered: Callable[[], bool],
+    *,
+    draft: str | None = None,
+) -> Decision | None:
+    """A new spend limit for a budget interrupt, or a decline; None if answered elsewhere.
+
+    Anything but a number above what was spent (or `r`, or /quit) is asked
+    again. `draft` (a limit the session refused) skips the card.
+    """
+    spent = render.spent_usd(interrupt.arguments)
+    if draft is None:
+        render.print_interrupt(out, interrupt, hint=False)
+    prompt = Text(
+        f"new spend limit in USD (above {spent:.4f}), or r to decline › ",
+        style="bold yellow",
+    )
+    while True:
+        line = _read_line(out, prompt, answered)
+        if line is None:
+            return None
+        answer = line.strip().lower()
+        if answer in ("r", "reject", "n", "no", "d", "decline"):
+            return Decision(approved=False)
+        if answer in _QUIT:
+            raise _Leave
+        try:
+            limit = float(answer.removeprefix("$").removesuffix("usd").strip())
+        except ValueError:
+            limit = math.nan
+        if not math.isfinite(limit) or limit <= 0:
+            out.print(
+                Text(
+                    f"type a number of USD above {spent:.4f} (e.g. "
+                    f"{max(spent * 2, 0.01):.4g}), r to decline, or /quit to leave "
+                    "it waiting",
+                    "dim",
+                ),
+                soft_wrap=True,
+            )
+            continue
+        if limit <= spent:
+            out.print(
+                Text(
+                    f"{limit:g} USD is not above the {spent:.4f} USD spent; type a "
+                    "higher limit, or r to decline",
+                    "yellow",
+                ),
+                soft_wrap=True,
+            )
+            continue
+        return Decision(approved=True, new_spend_limit=limit, draft=line)
 
 
 _EDIT_PROMPT = "edited input › "
@@ -841,14 +1042,24 @@ def _goodbye(chat: Chat) -> None:
     match chat.state:
         case "approval":
             intr = chat.asking.interrupt_id if chat.asking else "INTERRUPT_ID"
+            limit = (
+                " [--spend-limit USD]"
+                if chat.asking is not None and render.is_budget(chat.asking)
+                else ""
+            )
             text = (
                 f"left with an approval waiting; answer it with `dex-agents chat {sid}` "
-                f"or `dex-agents approve|reject {sid} {intr}`"
+                f"or `dex-agents approve|reject {sid} {intr}{limit}`"
+            )
+        case "running" if chat.stopping:
+            text = (
+                "left while the turn stops; it ends cancelled in the worker. Come "
+                f"back with `dex-agents chat {sid}`"
             )
         case "running":
             text = (
                 "left while the turn runs; it continues in the worker. Come back "
-                f"with `dex-agents chat {sid}`"
+                f"with `dex-agents chat {sid}` (or stop it: `dex-agents cancel {sid}`)"
             )
         case "idle":
             text = f"bye; come back with `dex-agents chat {sid}`"

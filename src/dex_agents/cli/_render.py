@@ -38,8 +38,10 @@ STATUS_STYLE = {
     "idle": "green",
     "running": "cyan",
     "waiting_for_approval": "bold yellow",
+    "budget_reached": "bold yellow",
     "completed": "green",
     "failed": "red",
+    "cancelled": "yellow",
     "ended": "dim",
 }
 EFFECT_TEXT: dict[ToolEffect, str] = {
@@ -60,6 +62,37 @@ def effect_text(interrupt: Interrupt) -> str:
     if interrupt.at_least_once:
         return f"{interrupt.effect.replace('_', ' ')}: {AT_LEAST_ONCE_TEXT}"
     return EFFECT_TEXT.get(interrupt.effect, interrupt.effect)
+
+
+CANCELLED_TEXT = "the turn was cancelled"
+"""How a cancelled turn's error, and the calls it did not run, begin (`cancel_turn`)."""
+
+
+def is_budget(interrupt: Interrupt) -> bool:
+    """Whether `interrupt` asks for a new spend limit rather than a tool call's approval."""
+    return interrupt.kind == "budget"
+
+
+def _usd(value: object) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) else "?"
+
+
+def spent_usd(arguments: Mapping[str, object]) -> float:
+    """What a budget interrupt says the session spent (USD; 0 when it says nothing)."""
+    spent = arguments.get("spent_usd")
+    return float(spent) if isinstance(spent, int | float) else 0.0
+
+
+def budget_text(arguments: Mapping[str, object], *, hint: bool = True) -> str:
+    """A budget interrupt in a line: `spend limit reached: 0.0020 of 0.0015 USD spent`.
+
+    `hint` adds how to answer it on the command line.
+    """
+    text = (
+        f"spend limit reached: {_usd(arguments.get('spent_usd'))} of "
+        f"{_usd(arguments.get('spend_limit_usd'))} USD spent"
+    )
+    return f"{text} — approve with --spend-limit USD" if hint else text
 
 
 def rerun_text(reruns: int) -> str:
@@ -222,7 +255,13 @@ def sessions_table(snapshots: Iterable[AgentSnapshot]) -> Table:
         pending = snap.pending_interrupts
         approvals = (
             Text(
-                f"{len(pending)}: " + ", ".join(i.tool_name for i in pending),
+                f"{len(pending)}: "
+                + ", ".join(
+                    budget_text(i.arguments, hint=False)
+                    if is_budget(i)
+                    else i.tool_name
+                    for i in pending
+                ),
                 style="yellow",
             )
             if pending
@@ -261,12 +300,15 @@ def approvals_table(waiting: Iterable[Pending]) -> Table:
     table.add_column("WAITING", no_wrap=True)
     for row in waiting:
         interrupt = row.interrupt
+        budget = is_budget(interrupt)
         table.add_row(
             row.session_id,
             interrupt.interrupt_id,
             interrupt.tool_name,
-            interrupt.effect.replace("_", " "),
-            Text(input_summary(interrupt.arguments), style="dim"),
+            "budget" if budget else interrupt.effect.replace("_", " "),
+            Text(budget_text(interrupt.arguments), style="yellow")
+            if budget
+            else Text(input_summary(interrupt.arguments), style="dim"),
             when(interrupt.deadline) if interrupt.deadline else Text("-", style="dim"),
             ago(interrupt.created_at).removesuffix(" ago"),
         )
@@ -283,6 +325,7 @@ def approval_json(row: Pending) -> JsonObject:
         "resolved_by",
         "arguments_ref",
         "expired",
+        "new_spend_limit",
     ):
         data.pop(answered, None)
     return {"session_id": row.session_id, "flow_type": row.flow_type, **data}
@@ -338,6 +381,19 @@ def print_snapshot(
         out.print()
         print_interrupt(out, interrupt)
         command = f"{snapshot.session_id} {interrupt.interrupt_id}"
+        if is_budget(interrupt):
+            spent = _usd(interrupt.arguments.get("spent_usd"))
+            out.print(
+                Text(
+                    f"  approve: {prog()} approve {command} --spend-limit USD   (a new "
+                    f"limit above the {spent} USD spent; the turn goes on)\n"
+                    f"  decline: {prog()} reject {command}   (the turn fails: spend "
+                    "limit reached)",
+                    style="dim",
+                ),
+                soft_wrap=True,
+            )
+            continue
         out.print(
             Text(
                 f"  approve: {prog()} approve {command}\n"
@@ -376,7 +432,9 @@ def print_turn(
         print_tool_record(out, call.record, running=not call.ended)
     if turn.final_text:
         print_answer(out, turn.final_text)
-    if turn.error:
+    if turn.error and turn.status == "cancelled":
+        out.print(Text(f"■ {turn.error}", style="yellow"), soft_wrap=True)
+    elif turn.error:
         out.print(Text(f"✗ turn failed: {turn.error}", style="red"), soft_wrap=True)
 
 
@@ -402,6 +460,8 @@ def record_status_text(record: ToolRecord) -> tuple[str, str]:
     """
     if record.status == "expired":
         return EXPIRED_TEXT, "yellow"
+    if record.status == "cancelled":
+        return "cancelled", "yellow"
     style = "green" if record.status == "finished" else "red"
     status = record.status.replace("_", " ")
     who = record.resolved_by or (record.edit.edited_by if record.edit else None)
@@ -468,8 +528,28 @@ def edit_example(interrupt: Interrupt) -> str:
     return shlex.quote(compact)
 
 
-def print_interrupt(out: Console, interrupt: Interrupt) -> None:
-    """An approval request: the tool, its effect, why, and its exact input."""
+def print_interrupt(out: Console, interrupt: Interrupt, *, hint: bool = True) -> None:
+    """An approval request: the tool, its effect, why, and its exact input.
+
+    A budget interrupt shows what was spent of which limit instead (with
+    `hint`, how to answer it on the command line).
+    """
+    if is_budget(interrupt):
+        out.print(
+            Text.assemble(
+                ("⏸ spend limit reached ", "bold yellow"),
+                (interrupt.interrupt_id, "yellow"),
+            )
+        )
+        facts: list[tuple[str, str | Text]] = [
+            ("budget", budget_text(interrupt.arguments, hint=hint))
+        ]
+        if interrupt.reason:
+            facts.append(("why", interrupt.reason))
+        if interrupt.deadline:
+            facts.append(("deadline", when(interrupt.deadline)))
+        print_facts(out, facts)
+        return
     out.print(
         Text.assemble(
             ("⏸ approval needed ", "bold yellow"), (interrupt.interrupt_id, "yellow")
@@ -542,6 +622,14 @@ def event_line(event: EventRecord) -> Text:
             )
         case "turn_completed" if data.get("reruns"):
             line.append(rerun_text(int(str(data.get("reruns")))), style="yellow")
+        case "turn_cancelled":
+            who = data.get("cancelled_by")
+            line.append("■ cancelled" + (f" by {who}" if who else ""), style="yellow")
+            if data.get("reason"):
+                line.append(f": {data.get('reason')}")
+        case "interrupt_created" if data.get("kind") == "budget":
+            line.append(f"{data.get('interrupt_id')} ")
+            line.append(budget_text(_object(data.get("arguments")), hint=False))
         case "interrupt_created":
             line.append(
                 f"{data.get('interrupt_id')} {data.get('tool_name')} "
@@ -553,13 +641,20 @@ def event_line(event: EventRecord) -> Text:
                 line.append(f"{data.get('interrupt_id')} {EXPIRED_TEXT}")
                 return line
             verdict = "approved" if data.get("approved") else "rejected"
+            message = data.get("rejection_message")
+            if isinstance(message, str) and message.startswith(CANCELLED_TEXT):
+                line.append(f"{data.get('interrupt_id')} closed: {message}")
+                return line
             edited = "edited_arguments" in data or "edited_arguments_ref" in data
             if edited:
                 verdict = "approved with an edited input"
             line.append(f"{data.get('interrupt_id')} {verdict}")
             if data.get("resolved_by"):
                 line.append(f" by {data.get('resolved_by')}")
-            if edited:
+            limit = data.get("new_spend_limit")
+            if data.get("approved") and isinstance(limit, int | float):
+                line.append(f": new spend limit {limit:.4f} USD")
+            elif edited:
                 line.append(": ")
                 line.append(_event_input(data, "edited_arguments"), style="dim")
                 line.append(" (the model asked for ")
@@ -576,6 +671,10 @@ def event_line(event: EventRecord) -> Text:
         case _:
             pass
     return line
+
+
+def _object(value: object) -> JsonObject:
+    return value if isinstance(value, dict) else {}  # pyright: ignore[reportUnknownVariableType]
 
 
 def _compact(value: object) -> str:

@@ -13,15 +13,21 @@ no start/end pairing that a reconnect could cut in half.
 | `reasoning_delta` | `REASONING_MESSAGE_CHUNK` |
 | `tool_call_started` | `TOOL_CALL_CHUNK` (name and the whole input as JSON) |
 | `tool_call_finished` | `TOOL_CALL_RESULT` |
-| `interrupt_created` | `RUN_FINISHED` with an `interrupt` outcome (the approval) |
+| `interrupt_created` | `RUN_FINISHED` with an `interrupt` outcome (the approval; a spend limit's has `reason` `spend_limit` and a `responseSchema` for `new_spend_limit`) |
 | `interrupt_resolved` | `RUN_STARTED` (the turn goes on), who decided in `metadata` |
 | `turn_completed` | `RUN_FINISHED` |
 | `turn_failed` | `RUN_ERROR` (`code` `turn_failed`) |
+| `turn_cancelled` | `RUN_FINISHED` with the `cancelled` outcome; reason and who in `metadata.cancellation` |
 | anything else, and `attempt_superseded` | `CUSTOM`, named `dex.<type>` |
 
 A retried attempt's text is a new message (its `messageId` names the
 attempt), and `dex.attempt_superseded` names the messages to drop. Every
 event's `metadata.dex` carries the cursor, the attempt and `superseded`.
+
+A cancelled turn is a run that was stopped, not one that failed: AG-UI's
+`RUN_FINISHED` with the `cancelled` outcome says exactly that (neither success
+nor an interrupt; the next run is a new run, not a resume), where `RUN_ERROR`
+would make a front end show a person's Stop as an error.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from ag_ui.core import (
     Interrupt,
     ReasoningMessageChunkEvent,
     RunErrorEvent,
+    RunFinishedCancelledOutcome,
     RunFinishedEvent,
     RunFinishedInterruptOutcome,
     RunFinishedSuccessOutcome,
@@ -62,6 +69,10 @@ def _millis(timestamp: str) -> int | None:
 
 def _text(value: object) -> str:
     return value if isinstance(value, str) else ""
+
+
+def _usd(value: object) -> str:
+    return f"{value:.4f}" if isinstance(value, int | float) else "?"
 
 
 def agui_event(session_id: str, item: StreamItem) -> BaseEvent | None:
@@ -128,6 +139,36 @@ def _translate(session_id: str, item: Delivered) -> BaseEvent | None:
                 content=content or _text(data.get("status")),
                 role="tool",
             )
+        case "interrupt_created" if data.get("kind") == "budget":
+            arguments = data.get("arguments")
+            given = arguments if isinstance(arguments, dict) else {}
+            spent, limit = given.get("spent_usd"), given.get("spend_limit_usd")
+            interrupt = Interrupt(
+                id=_text(data.get("interrupt_id")),
+                reason="spend_limit",
+                message=f"spend limit reached: {_usd(spent)} of {_usd(limit)} USD "
+                "spent; approve with a new limit (`new_spend_limit`, USD) above what "
+                "was spent, or reject to end the turn",
+                response_schema={
+                    "type": "object",
+                    "properties": {
+                        "new_spend_limit": {
+                            "type": "number",
+                            "exclusiveMinimum": spent
+                            if isinstance(spent, int | float)
+                            else 0,
+                        }
+                    },
+                    "required": ["new_spend_limit"],
+                },
+                expires_at=_text(data.get("deadline")) or None,
+            )
+            return RunFinishedEvent(
+                thread_id=session_id,
+                run_id=e.turn_id,
+                outcome=RunFinishedInterruptOutcome(interrupts=[interrupt]),
+                result={"approval": dict(data)},
+            )
         case "interrupt_created":
             tool = _text(data.get("tool_name"))
             interrupt = Interrupt(
@@ -159,6 +200,18 @@ def _translate(session_id: str, item: Delivered) -> BaseEvent | None:
             return RunErrorEvent(
                 message=_text(data.get("error")) or "the turn failed",
                 code="turn_failed",
+            )
+        case "turn_cancelled":
+            return RunFinishedEvent(
+                thread_id=session_id,
+                run_id=e.turn_id,
+                outcome=RunFinishedCancelledOutcome(),
+                metadata={
+                    "cancellation": {
+                        "reason": _text(data.get("reason")),
+                        "cancelled_by": data.get("cancelled_by"),
+                    }
+                },
             )
         case _:
             return CustomEvent(name=f"dex.{e.type}", value=dict(data))

@@ -15,6 +15,8 @@ from ._feed import Feeds
 from ._models import (
     ApprovalPage,
     ApproveCall,
+    Cancelled,
+    CancelTurn,
     Ended,
     EndSession,
     ErrorBody,
@@ -125,6 +127,25 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         """Finished turns, newest first; page with `before` = `next_before`."""
         return await service.history(session_id, before, limit)
 
+    @router.post("/sessions/{session_id}/cancel", tags=["sessions"])
+    async def cancel_turn(
+        session_id: SessionPath,
+        caller: Annotated[Caller, chat],
+        body: CancelTurn | None = None,
+    ) -> Cancelled:
+        """Stop the running turn (a Stop button); `cancelled` is False when none runs.
+
+        A running model call stops within about a second, an approval the turn
+        waits for is closed (its call never runs), and a tool call already
+        running finishes first. The turn ends `cancelled` (event
+        `turn_cancelled`, with the token's name as `cancelled_by`), keeping the
+        text it had streamed; the next message starts a new turn. Needs a
+        worker: with none it is 503 `no_worker`, and nothing changed.
+        """
+        return await service.cancel(
+            session_id, body if body is not None else CancelTurn(), caller.principal
+        )
+
     @router.post("/sessions/{session_id}/end", tags=["sessions"], dependencies=[admin])
     async def end_session(session_id: SessionPath, body: EndSession) -> Ended:
         """End the session: it takes no more messages or approvals."""
@@ -151,6 +172,8 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
 
         The token's name is recorded as who approved (and edited) it. A refused
         edit answers 422 `invalid_edit`, naming the field; the call still waits.
+        A spend-limit interrupt (`kind: budget`) is approved with
+        `new_spend_limit`, above what the session spent.
         """
         return await service.resolve(
             session_id,
@@ -158,6 +181,7 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
             caller.principal,
             approved=True,
             edited_input=body.edited_input if body is not None else None,
+            new_spend_limit=body.new_spend_limit if body is not None else None,
         )
 
     @router.post(

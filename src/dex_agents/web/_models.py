@@ -21,6 +21,8 @@ SessionId = Annotated[
     ),
 ]
 MessageText = Annotated[str, Field(max_length=32 * 1024 * 1024)]
+SpendLimit = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+"""A spend limit in USD: a positive, finite number."""
 MediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
 
 
@@ -73,6 +75,12 @@ class ApproveCall:
     call's record and its `interrupt_resolved` event keep both inputs and the
     token's name as who edited. An edit needs a worker: with none it is 503
     `no_worker`, never recorded for later."""
+    new_spend_limit: SpendLimit | None = None
+    """For a spend-limit interrupt (`kind: budget`, session status
+    `budget_reached`), and needed for one: the session's new limit in USD,
+    above what it spent; the turn goes on under it. A missing or too low
+    limit for such an interrupt, or one given for a tool call's, is 400
+    `invalid_request` and nothing changes."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +88,24 @@ class Rejection:
     """Why a call is rejected: the model reads `message` instead of a result."""
 
     message: Annotated[str, Field(max_length=10_000)] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CancelTurn:
+    """Stop the running turn; `reason` is kept in its error and `turn_cancelled` event."""
+
+    reason: Annotated[str, Field(max_length=2_000)] = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Cancelled:
+    """Whether a turn was running and is now stopping (False: no turn runs).
+
+    The turn then ends `cancelled` (event `turn_cancelled`), with the text it
+    had streamed; a tool call already running finishes first.
+    """
+
+    cancelled: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,6 +191,10 @@ class Approval:
     age_seconds: float
     at_least_once: bool
     """Approved, it runs inside the model's CLI and may run again after a crash."""
+    kind: Literal["tool_call", "budget"] = "tool_call"
+    """`budget`: the session reached its spend limit (`tool_name` `spend_limit`,
+    `arguments` with `spent_usd` and `spend_limit_usd`); approve it with
+    `new_spend_limit`, or reject it to end the turn."""
 
 
 @dataclass(frozen=True, kw_only=True)

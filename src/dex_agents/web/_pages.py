@@ -11,6 +11,7 @@ slipped through could not run. Forms post with the double-submit CSRF token
 
 import asyncio
 import json
+import math
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, cast
@@ -24,7 +25,7 @@ from ..session import JsonObject, SessionStatus
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token
 from ._cursors import cursor_before_turn
 from ._errors import ApiError, translated
-from ._models import Rejection, SendMessage, SessionId
+from ._models import CancelTurn, Rejection, SendMessage, SessionId
 from ._service import Service
 from ._tokens import Principal, Role
 
@@ -36,8 +37,13 @@ _STATUSES: tuple[SessionStatus, ...] = (
     "idle",
     "running",
     "waiting_for_approval",
+    "budget_reached",
     "ended",
 )
+_ENDED_TURNS = ("completed", "failed", "cancelled")
+"""Turn statuses the session page renders from the snapshot (the rest stream live)."""
+_BUSY: tuple[SessionStatus, ...] = ("running", "waiting_for_approval", "budget_reached")
+"""Session statuses with a turn in progress: the page's Stop button shows."""
 
 
 class LoginRequired(Exception):
@@ -59,6 +65,12 @@ class PageError(Exception):
 def _pretty_json(value: object) -> str:
     """A plain string (not markup): autoescaping turns `<` into text."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def _usd(arguments: object, key: str) -> str:
+    """A budget interrupt's amount (`spent_usd`, `spend_limit_usd`) to 4 decimals."""
+    value = arguments.get(key) if isinstance(arguments, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return f"{value:.4f}" if isinstance(value, int | float) else "?"
 
 
 def _age(created_at: str) -> str:
@@ -84,6 +96,7 @@ def templates() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
     )
     env.filters["pretty_json"] = _pretty_json
+    env.filters["usd"] = _usd
     env.filters["age"] = _age
     env.filters["path"] = lambda value: quote(str(value), safe="")
     return env
@@ -281,8 +294,8 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         except ApiError as err:
             raise PageError(err) from err
         snapshot = view.snapshot
-        finished = [t for t in snapshot.turns if t.status in ("completed", "failed")]
-        live = [t for t in snapshot.turns if t.status not in ("completed", "failed")]
+        finished = [t for t in snapshot.turns if t.status in _ENDED_TURNS]
+        live = [t for t in snapshot.turns if t.status not in _ENDED_TURNS]
         first_live = (
             int(live[0].turn_id.rpartition("-")[2]) if live else snapshot.turn_count + 1
         )
@@ -300,6 +313,7 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
                 "caller_name": caller.principal.name,
                 "may_chat": caller.principal.may("chat"),
                 "may_approve": caller.principal.may("approve"),
+                "busy": snapshot.status in _BUSY,
             },
         )
 
@@ -312,6 +326,7 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         message: str | None,
         target: str,
         edited_input: JsonObject | None = None,
+        new_spend_limit: float | None = None,
     ) -> Response:
         try:
             await service.resolve(
@@ -321,6 +336,7 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
                 approved=approved,
                 rejection=Rejection(message=message or None),
                 edited_input=edited_input,
+                new_spend_limit=new_spend_limit,
             )
         except ApiError as err:
             raise PageError(err) from err
@@ -334,10 +350,12 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         caller: Annotated[Caller, approve],
         next: Annotated[Literal["inbox", "session"], Form()] = "inbox",
         edited_input: Annotated[str | None, Form(max_length=1_000_000)] = None,
+        new_spend_limit: Annotated[str | None, Form(max_length=100)] = None,
     ) -> Response:
         edit = None if edited_input is None else _edited_input(edited_input)
+        limit = None if new_spend_limit is None else _spend_limit(new_spend_limit)
         return await decide(
-            request, session_id, interrupt_id, caller, True, None, next, edit
+            request, session_id, interrupt_id, caller, True, None, next, edit, limit
         )
 
     @router.post("/sessions/{session_id}/approvals/{interrupt_id}/reject")
@@ -352,6 +370,21 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         return await decide(
             request, session_id, interrupt_id, caller, False, message, next
         )
+
+    @router.post("/sessions/{session_id}/cancel")
+    async def cancel_form(
+        request: Request,
+        session_id: SessionId,
+        caller: Annotated[Caller, chat],
+        reason: Annotated[str, Form(max_length=2_000)] = "",
+    ) -> Response:
+        try:
+            await service.cancel(
+                session_id, CancelTurn(reason=reason), caller.principal
+            )
+        except ApiError as err:
+            raise PageError(err) from err
+        return back(request, session_id, "session")
 
     @router.post("/sessions/{session_id}/messages")
     async def message_form(
@@ -386,6 +419,24 @@ def _edited_input(text: str) -> JsonObject:
             f"the edited input was not sent: {problem}; go back, fix it and approve "
             "again, or approve without an edit",
             field="",
+        )
+    )
+
+
+def _spend_limit(text: str) -> float:
+    """The budget form's "new limit (USD)": a positive, finite number, else a page saying why."""
+    try:
+        value = float(text.strip().removeprefix("$"))
+    except ValueError:
+        value = math.nan
+    if math.isfinite(value) and value > 0:
+        return value
+    raise PageError(
+        ApiError(
+            400,
+            "invalid_request",
+            f"the new limit was not sent: {text!r} is not a positive number of USD; "
+            "go back and type a limit above what the session spent, or decline",
         )
     )
 

@@ -32,6 +32,8 @@ from ._errors import ApiError, translated
 from ._models import (
     Approval,
     ApprovalPage,
+    Cancelled,
+    CancelTurn,
     Ended,
     EndSession,
     HistoryPage,
@@ -259,14 +261,43 @@ class Service:
             )
         return Ended(ended=bool(ended))
 
+    async def cancel(
+        self, session_id: str, body: CancelTurn, principal: Principal
+    ) -> Cancelled:
+        """Stop the running turn as the token's name (`SessionClient.cancel_turn`).
+
+        Never recorded for later: with no worker it is 503 `no_worker`, and
+        nothing changed.
+        """
+        sessions = await self.sessions()
+        with translated(session_id):
+            cancelled = await sessions.cancel_turn(
+                session_id,
+                reason=body.reason,
+                cancelled_by=principal.name,
+                timeout=self.options.worker_timeout,
+            )
+        return Cancelled(cancelled=bool(cancelled))
+
     # -- approvals ---------------------------------------------------------
 
     async def approvals(self, limit: int, before: str | None) -> ApprovalPage:
-        """Pending approvals of every session waiting for one, a page of sessions at a time."""
+        """Pending approvals of every session waiting for one, a page of sessions at a time.
+
+        A session waits for a tool call's approval (`waiting_for_approval`) or
+        for a new spend limit (`budget_reached`): both lists are read, merged
+        newest first, and cut to `limit`, so `before` pages through both.
+        """
         with translated():
-            rows = await self.store.list_snapshots(
-                status="waiting_for_approval", limit=limit, before=before
-            )
+            rows = [
+                row
+                for status in _WAITING
+                for row in await self.store.list_snapshots(
+                    status=status, limit=limit, before=before
+                )
+            ]
+        rows.sort(key=lambda row: str(row.get("updated_at") or ""), reverse=True)
+        rows = rows[:limit]
         now = datetime.now(UTC)
         approvals: list[Approval] = []
         for row in rows:
@@ -287,6 +318,7 @@ class Service:
                     deadline=i.deadline,
                     age_seconds=_age(i.created_at, now),
                     at_least_once=i.at_least_once,
+                    kind=i.kind,
                 )
                 for i in snapshot.pending_interrupts
             )
@@ -302,6 +334,7 @@ class Service:
         approved: bool,
         rejection: Rejection | None = None,
         edited_input: JsonObject | None = None,
+        new_spend_limit: float | None = None,
     ) -> Resolution:
         """Approve or reject a pending call as the token's name.
 
@@ -311,7 +344,9 @@ class Service:
         alike, so nothing is written beside it and a crash cannot lose it.
         `edited_input` approves with that input instead of the model's; the
         worker checks it (422 `invalid_edit` when refused), so it is never
-        recorded without one (503 `no_worker`).
+        recorded without one (503 `no_worker`). `new_spend_limit` approves a
+        spend-limit interrupt with that limit (400 `invalid_request` when it
+        does not fit the interrupt).
         """
         message = rejection.message if rejection is not None else None
         sessions = await self.sessions()
@@ -326,6 +361,7 @@ class Service:
                     timeout=self.options.worker_timeout,
                     resolved_by=principal.name,
                     edited_input=edited_input,
+                    new_spend_limit=new_spend_limit,
                 )
         except ApiError as err:
             if err.code != "no_worker" or edited_input is not None:
@@ -373,6 +409,8 @@ class Service:
         return ""
 
 
+_WAITING: tuple[SessionStatus, ...] = ("waiting_for_approval", "budget_reached")
+"""Statuses of a session with an approval waiting (a tool call's, or a spend limit's)."""
 _ANSWER_TURNS = 5
 """Turns back from the newest whose events `_earlier_answer` reads."""
 

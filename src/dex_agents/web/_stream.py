@@ -27,7 +27,13 @@ from ..session import EventRecord, JsonObject
 from ._feed import Feeds
 
 IDLE_TYPES = frozenset(
-    {"turn_completed", "turn_failed", "interrupt_created", "session_ended"}
+    {
+        "turn_completed",
+        "turn_failed",
+        "turn_cancelled",
+        "interrupt_created",
+        "session_ended",
+    }
 )
 """Events after which a session runs nothing until someone acts (`until=idle` stops there)."""
 
@@ -112,7 +118,8 @@ async def session_stream(
     """The session's events after cursor `after`, marked, until the client leaves.
 
     `until_idle`: stop after the first event that leaves the session waiting
-    (its turn answered or failed, an approval asked for, the session ended).
+    (its turn answered, failed or cancelled, an approval or a new spend limit
+    asked for, the session ended).
     """
     attempts = Attempts()
     async for event in feeds.follow(session_id, after):

@@ -66,6 +66,26 @@
   }
 
   const EXPIRED = "expired: no approval before the deadline";
+  const CANCELLED = "the turn was cancelled";
+
+  function usd(value) {
+    return typeof value === "number" && Number.isFinite(value) ? value.toFixed(4) : "?";
+  }
+
+  // A spend-limit interrupt in a line (its `arguments`: `spent_usd`, `spend_limit_usd`).
+  function budgetText(args) {
+    const a = args || {};
+    return `spend limit reached: ${usd(a.spent_usd)} of ${usd(a.spend_limit_usd)} USD spent`;
+  }
+
+  // The budget form's new limit, or why it cannot be sent (checked before sending).
+  function parseLimit(text, spent) {
+    const value = Number(String(text).trim());
+    if (!String(text).trim() || !Number.isFinite(value) || value <= 0) {
+      return { error: `Type a number of USD above ${usd(spent)}; nothing was sent.` };
+    }
+    return { value };
+  }
 
   // The edited input as typed, or why it cannot be sent (checked before sending).
   function parseEdit(text) {
@@ -124,12 +144,19 @@
           const edit = parseEdit(form.querySelector('textarea[name="edited_input"]').value);
           if (edit.error) return showFormError(form, edit.error);
           body = { edited_input: edit.value };
+        } else if (decision === "budget") {
+          const spent = Number(form.getAttribute("data-spent"));
+          const limit = parseLimit(form.querySelector('input[name="new_spend_limit"]').value, spent);
+          if (limit.error) return showFormError(form, limit.error);
+          body = { new_spend_limit: limit.value };
         }
         const path = approvalPath(sessionId, interruptId, decision === "reject" ? "reject" : "approve");
         try {
           const result = await post(path, body);
           const verb = result.approved ? "approved" : "rejected";
-          const how = decision === "edit" ? "approved with an edited input" : verb;
+          let how = decision === "edit" ? "approved with an edited input" : verb;
+          if (decision === "budget") how = `limit raised to ${usd(body.new_spend_limit)} USD`;
+          else if (container.getAttribute("data-kind") === "budget" && !result.approved) how = "declined";
           cell.replaceChildren(el("span", { class: `decided-by ${verb}` }, `${how} by ${result.by}`));
           container.classList.add("decided");
         } catch (err) {
@@ -137,6 +164,9 @@
             // Refused (the field is named): the call still waits, the text stays to fix.
             const field = err.field ? ` (field ${err.field})` : "";
             showFormError(form, `Refused${field}: ${err.message}`);
+          } else if (decision === "budget") {
+            // Refused (too low, say): the interrupt still waits, the number stays to fix.
+            showFormError(form, `Refused: ${err.message}`);
           } else {
             cell.append(el("p", { class: "error" }, err.message));
           }
@@ -150,8 +180,28 @@
     }
   }
 
+  // A spend limit reached: a new limit (a number field) to approve with, or decline.
+  function budgetForms(sessionId, interruptId, nextPage, args) {
+    const action = (d) => `${base}/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(interruptId)}/${d}`;
+    const hidden = (name, value) => el("input", { type: "hidden", name, value });
+    const limit = el("input", { type: "number", name: "new_spend_limit", step: "any", inputMode: "decimal" });
+    limit.setAttribute("aria-label", "new limit (USD)");
+    const spent = args && typeof args.spent_usd === "number" ? String(args.spent_usd) : "";
+    return [
+      el("form", { method: "post", action: action("approve"), class: "decision budget-form", "data-decision": "budget", "data-spent": spent },
+        hidden("csrf_token", csrf), hidden("next", nextPage),
+        el("label", {}, "new limit (USD) ", limit),
+        el("button", { type: "submit", class: "approve" }, "Raise the limit")),
+      el("form", { method: "post", action: action("reject"), class: "decision", "data-decision": "reject" },
+        hidden("csrf_token", csrf), hidden("next", nextPage),
+        el("input", { type: "text", name: "message", placeholder: "why (kept in the turn's error)" }),
+        el("button", { type: "submit", class: "reject" }, "Decline")),
+    ];
+  }
+
   // `args`: the call's input, to start the edit from (null when long: read on opening).
-  function decisionForms(sessionId, interruptId, nextPage, args) {
+  function decisionForms(sessionId, interruptId, nextPage, args, kind) {
+    if (kind === "budget") return budgetForms(sessionId, interruptId, nextPage, args);
     const action = (d) => `${base}/sessions/${encodeURIComponent(sessionId)}/approvals/${encodeURIComponent(interruptId)}/${d}`;
     const hidden = (name, value) => el("input", { type: "hidden", name, value });
     const textarea = el("textarea", { name: "edited_input", rows: 6, spellcheck: false, value: args ? pretty(args) : "" });
@@ -185,17 +235,20 @@
     }
 
     function row(a) {
+      const budget = a.kind === "budget";
       const link = el("a", { href: `${base}/sessions/${encodeURIComponent(a.session_id)}` }, a.session_id);
-      const effect = el("td", {}, el("span", { class: `effect effect-${a.effect}` }, a.effect));
+      const effect = budget
+        ? el("td", {}, el("span", { class: "effect effect-budget" }, "budget"))
+        : el("td", {}, el("span", { class: `effect effect-${a.effect}` }, a.effect));
       if (a.at_least_once) effect.append(" ", el("span", { class: "warn" }, "at least once"));
       const decide = el("td", { class: "decide" });
-      if (mayApprove) decide.append(...decisionForms(a.session_id, a.interrupt_id, "inbox", a.arguments));
+      if (mayApprove) decide.append(...decisionForms(a.session_id, a.interrupt_id, "inbox", a.arguments, a.kind));
       else decide.append(el("span", { class: "hint" }, "needs the approve role"));
-      const tr = el("tr", { class: "approval", "data-interrupt-id": a.interrupt_id, "data-session-id": a.session_id },
+      const tr = el("tr", { class: budget ? "approval budget" : "approval", "data-interrupt-id": a.interrupt_id, "data-session-id": a.session_id, "data-kind": a.kind || "tool_call" },
         el("td", {}, link),
-        el("td", { class: "tool" }, a.tool_name),
+        el("td", { class: "tool" }, budget ? "spend limit" : a.tool_name),
         effect,
-        el("td", {}, el("pre", { class: "input" }, pretty(a.arguments))),
+        el("td", {}, budget ? el("p", { class: "budget" }, budgetText(a.arguments)) : el("pre", { class: "input" }, pretty(a.arguments))),
         el("td", { class: "reason" }, a.reason),
         el("td", { class: "age", "data-created": a.created_at }, age(a.created_at)),
         el("td", { class: "deadline" }, a.deadline || "none"),
@@ -238,10 +291,21 @@
     const after = conversation.getAttribute("data-after");
     const mayApprove = conversation.getAttribute("data-may-approve") === "yes";
     const status = document.getElementById("session-status");
+    const stop = document.getElementById("stop-turn");
+    const BUSY = new Set(["running", "waiting_for_approval", "budget_reached"]);
 
     function setStatus(value) {
       status.textContent = value;
       status.className = `status status-${value}`;
+      if (stop) stop.hidden = !BUSY.has(value);
+    }
+
+    function stopDone() {
+      if (!stop) return;
+      const button = stop.querySelector("button");
+      button.disabled = false;
+      button.textContent = "Stop";
+      for (const p of stop.querySelectorAll("p")) p.remove();
     }
 
     function turn(turnId) {
@@ -314,6 +378,16 @@
       const id = e.data.interrupt_id;
       if (article.querySelector(`[data-interrupt-id="${CSS.escape(id)}"]`)) return;
       const forms = el("div", { class: "decide" });
+      if (e.data.kind === "budget") {
+        if (mayApprove) forms.append(...budgetForms(sessionId, id, "session", e.data.arguments || {}));
+        const card = el("div", { class: "approval-card budget", "data-interrupt-id": id, "data-kind": "budget" },
+          el("p", { class: "budget" }, budgetText(e.data.arguments)),
+          el("p", { class: "hint" }, "Raise the limit to go on, or decline to end the turn."),
+          forms);
+        decideInPlace(card, sessionId, id);
+        article.querySelector(".calls").after(card);
+        return;
+      }
       if (mayApprove) forms.append(...decisionForms(sessionId, id, "session", e.data.arguments_ref ? null : (e.data.arguments || {})));
       const card = el("div", { class: "approval-card", "data-interrupt-id": id, "data-tool-call-id": e.data.tool_call_id || "" },
         el("p", {}, "Approve ", el("span", { class: "tool" }, e.data.tool_name || ""), " (",
@@ -329,10 +403,18 @@
       if (!card) return;
       const edited = Boolean(e.data.approved && (e.data.edited_arguments || e.data.edited_arguments_ref));
       const who = e.data.resolved_by ? ` by ${e.data.resolved_by}` : "";
+      const budget = card.getAttribute("data-kind") === "budget";
+      const message = e.data.rejection_message || "";
       let verb = e.data.approved ? "approved" : "rejected";
-      let text = `${verb}${who}${e.data.rejection_message ? `: ${e.data.rejection_message}` : ""}`;
+      let text = `${verb}${who}${message ? `: ${message}` : ""}`;
       if (e.data.expired) {
         verb = "expired"; text = EXPIRED;
+      } else if (!e.data.approved && message.startsWith(CANCELLED)) {
+        verb = "cancelled"; text = message;
+      } else if (budget && e.data.approved) {
+        text = `limit raised to ${usd(e.data.new_spend_limit)} USD${who}`;
+      } else if (budget) {
+        text = `declined${who}${message ? `: ${message}` : ""}`;
       } else if (edited) {
         text = `approved with an edited input${who}`;
         const callId = card.getAttribute("data-tool-call-id");
@@ -375,7 +457,8 @@
           break;
         }
         case "interrupt_created":
-          approval(article, e); turnStatus(article, "waiting_for_approval"); setStatus("waiting_for_approval"); break;
+          approval(article, e); turnStatus(article, "waiting_for_approval");
+          setStatus(e.data.kind === "budget" ? "budget_reached" : "waiting_for_approval"); break;
         case "interrupt_resolved":
           resolved(article, e); turnStatus(article, "running"); setStatus("running"); break;
         case "turn_completed":
@@ -383,6 +466,13 @@
         case "turn_failed":
           turnStatus(article, "failed"); setStatus("idle");
           article.append(el("p", { class: "error" }, e.data.error || "the turn failed")); break;
+        case "turn_cancelled": {
+          turnStatus(article, "cancelled"); setStatus("idle"); stopDone();
+          const by = e.data.cancelled_by ? ` by ${e.data.cancelled_by}` : "";
+          const why = e.data.reason ? `: ${e.data.reason}` : "";
+          article.append(el("p", { class: "cancelled" }, `stopped${by}${why}`));
+          break;
+        }
         case "session_ended":
           setStatus("ended"); break;
         default:
@@ -395,6 +485,28 @@
     }
     const source = new EventSource(`${base}/api/sessions/${encodeURIComponent(sessionId)}/events?after=${encodeURIComponent(after)}`);
     source.onmessage = (message) => handle(JSON.parse(message.data));
+
+    if (stop) {
+      stop.addEventListener("submit", async (event) => {
+        event.preventDefault();
+        const button = stop.querySelector("button");
+        const reason = stop.querySelector('input[name="reason"]');
+        for (const p of stop.querySelectorAll("p")) p.remove();
+        button.disabled = true;
+        try {
+          const result = await post(`${base}/api/sessions/${encodeURIComponent(sessionId)}/cancel`, { reason: reason && reason.value ? reason.value : "" });
+          if (result.cancelled) {
+            button.textContent = "Stopping…";
+          } else {
+            button.disabled = false;
+            stop.append(el("p", { class: "hint" }, "Nothing to stop: no turn runs."));
+          }
+        } catch (err) {
+          button.disabled = false;
+          stop.append(el("p", { class: "error" }, err.message));
+        }
+      });
+    }
 
     const form = document.getElementById("send-message");
     if (form) {
