@@ -6,11 +6,14 @@ import asyncio
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from claude_agent_sdk import ToolAnnotations, tool
 from claude_rig import EXAMPLES, ClaudeRig
 from temporalio.client import Client
 
+from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session_flow
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import WorkerProcess, WorkerProcessConfig
@@ -72,26 +75,49 @@ async def test_a_cancel_during_a_long_model_call_kills_the_cli(
 async def test_a_cancel_during_an_inline_read_kills_the_cli(
     claude_rig: ClaudeRig, client: Client
 ) -> None:
-    flow = claude_rig.example.flow
+    reached, gate = claude_rig.tmp / "read.reached", claude_rig.tmp / "read.gate"
+    finished: list[str] = []
+
+    @tool(
+        "slow_lookup",
+        "Look up an order, slowly",
+        {"orderId": str},
+        annotations=ToolAnnotations(readOnlyHint=True),
+    )
+    async def slow_lookup(args: dict[str, Any]) -> dict[str, Any]:
+        reached.write_text("")  # the read runs inline, inside the segment
+        while not gate.exists():
+            await asyncio.sleep(0.02)
+        finished.append(str(args["orderId"]))
+        return {"content": [{"type": "text", "text": "order 7: fine"}]}
+
+    flow = create_claude_agent_session_flow(
+        ClaudeAgentDefinition(
+            options=claude_rig.example.options, custom_tools=[slow_lookup]
+        ),
+        "SlowReadAgent",
+    )
     store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)
     sid = "real-cli-cancel-inline-read"
     async with create_worker(client, [flow], store=store):
-        # The read runs inside the segment; the model's next request waits at the gate.
         await sessions.start(
-            sid,
-            initial_message='dex-script: call lookup_order {"orderId": "7"} ;; pause read',
+            sid, initial_message='dex-script: call slow_lookup {"orderId": "7"}'
         )
-        await claude_rig.api.wait_paused("read", timeout=60)
+        async with asyncio.timeout(60):
+            while not reached.exists():
+                await asyncio.sleep(0.02)
+        assert _cli_processes_in(_cwd(claude_rig, sid))
 
         assert await sessions.cancel_turn(sid)
 
         snap = await sessions.wait_for_idle(sid)
         assert snap.turns[0].status == "cancelled"
         assert await _gone(_cwd(claude_rig, sid)) == []
-        claude_rig.api.open_gate("read")
+        gate.write_text("")  # nothing is left to finish the read
         snap = await sessions.send_and_wait(sid, "dex-script: say next")
         assert snap.turns[-1].final_text == "said: next"
+        assert finished == []  # the read was stopped with its segment
     await store.close()
 
 
