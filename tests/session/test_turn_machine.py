@@ -1647,3 +1647,21 @@ def test_a_cancel_while_the_budget_waits_ends_the_turn_cancelled() -> None:
     ended = advance(closed.state, options, now=NOW)
     assert ended.state.active is None
     assert [e.type for e in ended.events] == ["turn_cancelled"]
+
+
+def test_an_approval_closed_by_a_cancel_says_so_in_its_event() -> None:
+    state = request_cancel(waiting(REFUND), reason="stop", update_id="c").state
+
+    closed = settle_approval(state)
+
+    resolved, finished = closed.events
+    assert resolved.data == {
+        "interrupt_id": "intr-1",
+        "approved": False,
+        "rejection_message": "the turn was cancelled: stop",
+        "resolved_by": None,
+        "cancelled": True,
+    }
+    assert finished.data["status"] == "cancelled"
+    ended = advance(closed.state, OPTIONS, now=NOW)
+    assert [e.type for e in ended.events] == ["turn_cancelled"]

@@ -381,10 +381,7 @@ class Chat:
                 and e.data.get("interrupt_id") == interrupt_id
             ):
                 self.expired_ahead = bool(e.data.get("expired"))
-                message = e.data.get("rejection_message")
-                self.cancelled_ahead = isinstance(message, str) and message.startswith(
-                    render.CANCELLED_TEXT
-                )
+                self.cancelled_ahead = render.closed_by_cancel(e.data)
                 return True
         return False
 
@@ -596,11 +593,8 @@ class Chat:
                 tool = asked.get("tool_name", "")
                 who = data.get("resolved_by")
                 by = f" by {who}" if who else ""
-                message = data.get("rejection_message")
                 limit = data.get("new_spend_limit")
-                if isinstance(message, str) and message.startswith(
-                    render.CANCELLED_TEXT
-                ):
+                if render.closed_by_cancel(data):
                     pass  # the turn was stopped: its `turn_cancelled` line says so
                 elif asked.get("kind") == "budget" and data.get("approved"):
                     raised = (

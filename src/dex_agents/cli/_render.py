@@ -65,6 +65,23 @@ def effect_text(interrupt: Interrupt) -> str:
 
 
 CANCELLED_TEXT = "the turn was cancelled"
+
+
+def closed_by_cancel(data: Mapping[str, object]) -> bool:
+    """Whether an `interrupt_resolved` event closed its approval for a cancelled turn.
+
+    The event says so (`cancelled`); the text is the fallback for none.
+    """
+    if data.get("cancelled") is True:
+        return True
+    message = data.get("rejection_message")
+    return (
+        data.get("approved") is False
+        and isinstance(message, str)
+        and message.startswith(CANCELLED_TEXT)
+    )
+
+
 """How a cancelled turn's error, and the calls it did not run, begin (`cancel_turn`)."""
 
 
@@ -642,7 +659,7 @@ def event_line(event: EventRecord) -> Text:
                 return line
             verdict = "approved" if data.get("approved") else "rejected"
             message = data.get("rejection_message")
-            if isinstance(message, str) and message.startswith(CANCELLED_TEXT):
+            if closed_by_cancel(data):
                 line.append(f"{data.get('interrupt_id')} closed: {message}")
                 return line
             edited = "edited_arguments" in data or "edited_arguments_ref" in data

@@ -253,6 +253,8 @@ class InterruptResolvedEvent:
     """Who decided, when the resolution named them; None for a deadline or an end."""
     expired: bool = False
     """The deadline passed with no answer: nobody refused the call."""
+    cancelled: bool = False
+    """The approval was closed because its turn was cancelled (`cancel_turn`)."""
     edited_arguments: JsonObject | None = None
     """Approved with an edited input: the input that runs (empty when long, then
     `edited_arguments_ref` holds it). The model's own is in `original_arguments`."""
@@ -298,6 +300,7 @@ _PAYLOAD: TypeAdapter[EventPayload] = TypeAdapter(EventPayload)
 
 _SET_ONLY = (
     "expired",
+    "cancelled",
     "edited_arguments",
     "edited_arguments_ref",
     "original_arguments",

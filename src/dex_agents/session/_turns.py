@@ -772,7 +772,10 @@ def _close_for_cancel(state: SessionState, interrupt: Interrupt) -> Transition:
     )
     state = replace(state, interrupts={**state.interrupts, closed.interrupt_id: closed})
     resolved = InterruptResolvedEvent(
-        interrupt_id=closed.interrupt_id, approved=False, rejection_message=message
+        interrupt_id=closed.interrupt_id,
+        approved=False,
+        rejection_message=message,
+        cancelled=True,
     )
     if interrupt.kind == "budget":
         # No call waits: the turn goes back to its model phase, which cancels it.

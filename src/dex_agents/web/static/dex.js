@@ -409,7 +409,7 @@
       let text = `${verb}${who}${message ? `: ${message}` : ""}`;
       if (e.data.expired) {
         verb = "expired"; text = EXPIRED;
-      } else if (!e.data.approved && message.startsWith(CANCELLED)) {
+      } else if (e.data.cancelled || (!e.data.approved && message.startsWith(CANCELLED))) {
         verb = "cancelled"; text = message;
       } else if (budget && e.data.approved) {
         text = `limit raised to ${usd(e.data.new_spend_limit)} USD${who}`;
