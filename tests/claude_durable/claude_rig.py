@@ -18,3 +18,16 @@ class ClaudeRig:
     env: dict[str, str]
     tmp: Path
     example: ModuleType
+
+
+def cli_processes_in(cwd: Path) -> list[int]:
+    """PIDs of live processes whose working directory is `cwd` (the session's CLI)."""
+    pids: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "cwd").readlink() == cwd:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from claude_agent_sdk import ToolAnnotations, tool
-from claude_rig import EXAMPLES, ClaudeRig
+from claude_rig import ClaudeRig, cli_processes_in
 from temporalio.client import Client
 
 from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session_flow
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
-from dex_agents.testing import WorkerProcess, WorkerProcessConfig
+from dex_agents.testing import WorkerProcess
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -24,22 +22,9 @@ pytestmark = [
 ]
 
 
-def _cli_processes_in(cwd: Path) -> list[int]:
-    """PIDs of live processes whose working directory is `cwd` (the session's CLI)."""
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cwd").readlink() == cwd:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
-
-
 async def _gone(cwd: Path) -> list[int]:
     async with asyncio.timeout(20):
-        while left := _cli_processes_in(cwd):
+        while left := cli_processes_in(cwd):
             await asyncio.sleep(0.05)
     return left
 
@@ -58,7 +43,7 @@ async def test_a_cancel_during_a_long_model_call_kills_the_cli(
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message="dex-script: say never ;; pause slow")
         await claude_rig.api.wait_paused("slow", timeout=60)
-        assert _cli_processes_in(_cwd(claude_rig, sid))
+        assert cli_processes_in(_cwd(claude_rig, sid))
 
         assert await sessions.cancel_turn(sid, reason="taking too long")
 
@@ -107,7 +92,7 @@ async def test_a_cancel_during_an_inline_read_kills_the_cli(
         async with asyncio.timeout(60):
             while not reached.exists():
                 await asyncio.sleep(0.02)
-        assert _cli_processes_in(_cwd(claude_rig, sid))
+        assert cli_processes_in(_cwd(claude_rig, sid))
 
         assert await sessions.cancel_turn(sid)
 
@@ -143,31 +128,11 @@ async def test_a_cancel_while_an_approval_waits_closes_it_through_the_real_cli(
             sid, interrupt.interrupt_id, approved=True
         )
         assert claude_rig.example.refunds() == []
-        assert _cli_processes_in(_cwd(claude_rig, sid)) == []
+        assert cli_processes_in(_cwd(claude_rig, sid)) == []
         snap = await sessions.send_and_wait(sid, "dex-script: say next")
         assert snap.turns[-1].final_text == "said: next"
         assert claude_rig.example.refunds() == []
     await store.close()
-
-
-@pytest.fixture
-def worker(claude_rig: ClaudeRig, engine: EmbeddedEngine) -> Iterator[WorkerProcess]:
-    env = dict(claude_rig.env)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(EXAMPLES), os.environ.get("PYTHONPATH", "")]
-    )
-    process = WorkerProcess(
-        WorkerProcessConfig(
-            address=engine.address,
-            namespace=engine.namespace,
-            store_path=str(claude_rig.tmp / "runtime.sqlite"),
-            flow_ref="support_agent:flow",
-        ),
-        claude_rig.tmp,
-        env=env,
-    )
-    with process:
-        yield process
 
 
 async def test_a_cancel_from_a_second_client_while_the_turns_worker_is_killed(
@@ -188,7 +153,7 @@ async def test_a_cancel_from_a_second_client_while_the_turns_worker_is_killed(
 
     snap = await other.wait_for_idle(sid)
     assert snap.turns[0].status == "cancelled"
-    assert _cli_processes_in(_cwd(claude_rig, sid)) == []
+    assert cli_processes_in(_cwd(claude_rig, sid)) == []
     claude_rig.api.open_gate("held")
     snap = await other.send_and_wait(sid, "dex-script: say after")
     assert snap.turns[-1].final_text == "said: after"

@@ -3,52 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import os
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from claude_rig import EXAMPLES, ClaudeRig
+from claude_rig import ClaudeRig, cli_processes_in
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import WorkerProcess, WorkerProcessConfig
+from dex_agents.temporal import SessionClient
+from dex_agents.testing import WorkerProcess
 
 pytestmark = pytest.mark.timeout(240)
-
-
-@pytest.fixture
-def worker(claude_rig: ClaudeRig, engine: EmbeddedEngine) -> Iterator[WorkerProcess]:
-    env = dict(claude_rig.env)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(EXAMPLES), os.environ.get("PYTHONPATH", "")]
-    )
-    process = WorkerProcess(
-        WorkerProcessConfig(
-            address=engine.address,
-            namespace=engine.namespace,
-            store_path=str(claude_rig.tmp / "runtime.sqlite"),
-            flow_ref="support_agent:flow",
-        ),
-        claude_rig.tmp,
-        env=env,
-    )
-    with process:
-        yield process
-
-
-def _cli_processes_in(cwd: Path) -> list[int]:
-    """PIDs of live processes whose working directory is `cwd` (the session's CLI)."""
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cwd").readlink() == cwd:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
 
 
 async def test_turn_deferred_on_one_worker_resumes_on_another_after_sigkill(
@@ -89,10 +53,10 @@ async def test_sigkill_during_run_model_reruns_the_segment_and_kills_the_cli(
         sid, initial_message="dex-script: say after the crash ;; pause model"
     )
     await asyncio.wait_for(claude_rig.api.wait_paused("model"), 60)
-    assert _cli_processes_in(cwd), "the CLI of the segment should be running"
+    assert cli_processes_in(cwd), "the CLI of the segment should be running"
     worker.kill()
     async with asyncio.timeout(10):
-        while _cli_processes_in(cwd):
+        while cli_processes_in(cwd):
             await asyncio.sleep(0.05)
     worker.start()
     claude_rig.api.open_gate("model")

@@ -24,11 +24,10 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
     signed_in_page,
 )
 from test_pages import csrf_of, sign_in
-from web_rig import WebRig, bearer, ledger_config, role_tokens
+from web_rig import WebRig, bearer, ledger_config, role_tokens, serve_ledger
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.testing import ledger_flow
 from dex_agents.web import WebOptions, create_app, serving
 
 REFUND = 'call create_refund {"orderId": "7"}'
@@ -233,24 +232,8 @@ async def expiring(
 ) -> AsyncIterator[WebRig]:
     """The suite's rig, over a flow whose approvals expire after one second."""
     config = ledger_config(tmp_path, flow_type, interrupt_deadline_seconds=1)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    app = create_app(client, [flow], store, tokens=role_tokens())
-    async with (
-        create_worker(client, [flow], store=store),
-        serving(app) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
-    ):
-        yield WebRig(
-            url=server.url,
-            http=http,
-            flow=flow,
-            sessions=SessionClient(client, flow, store),
-            store=store,
-            ledger=Ledger(config.ledger_path),
-            gate_dir=Path(config.gate_dir),
-        )
-    await store.close()
+    async with serve_ledger(client, config) as served:
+        yield served
 
 
 async def test_an_expired_approval_shows_as_expired_not_rejected(

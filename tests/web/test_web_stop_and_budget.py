@@ -22,11 +22,17 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
     signed_in_page,
 )
 from test_pages import csrf_of, sign_in
-from web_rig import ROLE_TOKENS, WebRig, bearer, ledger_config, role_tokens
+from web_rig import (
+    ROLE_TOKENS,
+    WebRig,
+    bearer,
+    ledger_config,
+    role_tokens,
+    serve_ledger,
+)
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.testing import ledger_flow
 from dex_agents.web import Role, WebOptions, create_app, serving
 
 REFUND = 'call create_refund {"orderId": "7"}'
@@ -212,30 +218,9 @@ async def budgeted(
 ) -> AsyncIterator[WebRig]:
     """The suite's rig, over a flow whose sessions may spend 0.0015 USD."""
     config = ledger_config(tmp_path, flow_type, spend_limit=0.0015)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    app = create_app(
-        client,
-        [flow],
-        store,
-        tokens=role_tokens(),
-        options=WebOptions(worker_timeout=5.0, wait_timeout=5.0),
-    )
-    async with (
-        create_worker(client, [flow], store=store),
-        serving(app) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
-    ):
-        yield WebRig(
-            url=server.url,
-            http=http,
-            flow=flow,
-            sessions=SessionClient(client, flow, store),
-            store=store,
-            ledger=Ledger(config.ledger_path),
-            gate_dir=Path(config.gate_dir),
-        )
-    await store.close()
+    options = WebOptions(worker_timeout=5.0, wait_timeout=5.0)
+    async with serve_ledger(client, config, options=options) as served:
+        yield served
 
 
 async def paused(rig: WebRig, sid: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -11,11 +12,20 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import AgentSessionFlow, SessionClient
-from dex_agents.testing import Ledger, LedgerFlowConfig
-from dex_agents.web import Role, Token, TokenSet, hash_token
+from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
+from dex_agents.testing import Ledger, LedgerFlowConfig, ledger_flow
+from dex_agents.web import (
+    Role,
+    Token,
+    TokenSet,
+    WebOptions,
+    create_app,
+    hash_token,
+    serving,
+)
 
 ROLE_TOKENS: dict[Role, str] = {
     "read": "tok-reader-secret",
@@ -157,3 +167,28 @@ class SseReader:
                 got.append(sse)
                 if stop(sse):
                     return got
+
+
+@contextlib.asynccontextmanager
+async def serve_ledger(
+    client: Client, config: LedgerFlowConfig, *, options: WebOptions | None = None
+) -> AsyncIterator[WebRig]:
+    """The ledger flow of `config` with an in-process worker, served by the app."""
+    flow = ledger_flow(config)
+    store = SQLiteRuntimeStore(Path(config.ledger_path).parent / "runtime.sqlite")
+    app = create_app(client, [flow], store, tokens=role_tokens(), options=options)
+    async with (
+        create_worker(client, [flow], store=store),
+        serving(app) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+    ):
+        yield WebRig(
+            url=server.url,
+            http=http,
+            flow=flow,
+            sessions=SessionClient(client, flow, store),
+            store=store,
+            ledger=Ledger(config.ledger_path),
+            gate_dir=Path(config.gate_dir),
+        )
+    await store.close()

@@ -714,9 +714,7 @@ def cancel_turn(state: SessionState, *, streamed_text: str = "") -> Transition:
     knows the turn was stopped.
     """
     active = _active(state)
-    message = (
-        f"{CANCELLED}: {active.cancel_reason}" if active.cancel_reason else CANCELLED
-    )
+    message = _cancel_message(active)
     events: list[AgentEvent] = []
     if active.phase in ("tool", "execute") and active.call_index < len(active.calls):
         record = replace(
@@ -764,9 +762,7 @@ def cancel_turn(state: SessionState, *, streamed_text: str = "") -> Transition:
 def _close_for_cancel(state: SessionState, interrupt: Interrupt) -> Transition:
     """The waiting approval of a cancelled turn, closed: its call is `cancelled`."""
     active = _active(state)
-    message = (
-        f"{CANCELLED}: {active.cancel_reason}" if active.cancel_reason else CANCELLED
-    )
+    message = _cancel_message(active)
     closed = replace(
         interrupt, resolved=True, approved=False, rejection_message=message
     )
@@ -1184,6 +1180,11 @@ def spend_limit_of(interrupt: Interrupt) -> float:
     """The limit a `budget` interrupt says the session reached (USD)."""
     limit = interrupt.arguments.get("spend_limit_usd")
     return float(limit) if isinstance(limit, int | float) else 0.0
+
+
+def _cancel_message(active: ActiveTurn) -> str:
+    """What a cancelled turn's error and its unrun calls say: the reason, if given."""
+    return f"{CANCELLED}: {active.cancel_reason}" if active.cancel_reason else CANCELLED
 
 
 def _limit_text(state: SessionState, options: AgentSessionOptions) -> str:

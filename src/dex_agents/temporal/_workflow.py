@@ -517,33 +517,25 @@ class AgentSessionWorkflow:
             case session.CallToolStep() as step:
                 await self._execute(step)
             case session.OpenInterruptStep():
-                interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
-                await self._follow(
-                    session.open_interrupt(
-                        self.state,
-                        self.options,
-                        interrupt_id=interrupt_id,
-                        now=workflow.now(),
-                    )
-                )
-                self._notify("created", interrupt_id)
+                await self._open(session.open_interrupt)
             case session.OpenBudgetStep():
-                interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
-                await self._follow(
-                    session.open_budget(
-                        self.state,
-                        self.options,
-                        interrupt_id=interrupt_id,
-                        now=workflow.now(),
-                    )
-                )
-                self._notify("created", interrupt_id)
+                await self._open(session.open_budget)
             case session.AwaitApprovalStep() as step:
                 await self._await_approval(step)
             case session.PublishStep():
                 await self._publish()
             case session.ContinueAsNewStep():
                 await self._continue_as_new()
+
+    async def _open(self, opener: Callable[..., session.Transition]) -> None:
+        """Name a new interrupt, open it with `opener`, and tell `on_interrupt`."""
+        interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
+        await self._follow(
+            opener(
+                self.state, self.options, interrupt_id=interrupt_id, now=workflow.now()
+            )
+        )
+        self._notify("created", interrupt_id)
 
     # ----- Steps --------------------------------------------------------------
 
