@@ -762,7 +762,16 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
                             out.print(Text(gone, style="yellow"))
                             chat.state = "running"
                             break
-                        if runner.run(chat.resolve(interrupt, answer)):
+                        try:
+                            sent = runner.run(chat.resolve(interrupt, answer))
+                        except KeyboardInterrupt:
+                            # Ctrl-C while the answer travels: the turn runs (or
+                            # is about to), so stop it, as Ctrl-C does while it
+                            # runs; a stop also closes an approval still open.
+                            chat.state = "running"
+                            _stop(runner, chat)
+                            break
+                        if sent:
                             break
                         draft = answer.draft  # refused: edit it again, nothing lost
                 continue
