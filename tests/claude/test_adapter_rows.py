@@ -37,7 +37,7 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.claude._gate import Decision
-from dex_agents.claude._hooks import PendingCall
+from dex_agents.claude._pending_call import PendingCall
 from dex_agents.claude._segment import Segment, SegmentSetup
 from dex_agents.claude._transcript import ClaudeTranscriptStore
 from dex_agents.claude._usage import SegmentObserver

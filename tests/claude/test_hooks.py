@@ -19,7 +19,8 @@ from dex_agents.claude import (
 )
 from dex_agents.claude._definition import ClaudeCodeToolPermission
 from dex_agents.claude._gate import ToolCallGate
-from dex_agents.claude._hooks import PendingCall, ToolPermissions
+from dex_agents.claude._hooks import ToolPermissions
+from dex_agents.claude._pending_call import PendingCall
 from dex_agents.claude._tools import CustomTool
 from dex_agents.session import RunModelContext, ToolPolicy, ToolRecord
 

@@ -31,7 +31,8 @@ from gate_rig import (
 
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._gate import ToolCallGate
-from dex_agents.claude._hooks import CallKind, PendingCall, ToolPermissions
+from dex_agents.claude._hooks import ToolPermissions
+from dex_agents.claude._pending_call import CallKind, PendingCall
 from dex_agents.claude._sources import segment_tools
 from dex_agents.claude._tools import CustomTool
 from dex_agents.connectors import ConnectorToolSource

@@ -32,7 +32,8 @@ from dex_agents.claude import (
     ClaudeAgentRunner,
 )
 from dex_agents.claude._gate import ToolCallGate
-from dex_agents.claude._hooks import CallKind, PendingCall, ToolPermissions
+from dex_agents.claude._hooks import ToolPermissions
+from dex_agents.claude._pending_call import CallKind, PendingCall
 from dex_agents.claude._tools import CustomTool
 from dex_agents.session import ToolCallsRequested, ToolPolicy, ToolRecord
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal, assert_never, cast
 
 from claude_agent_sdk import (
@@ -45,13 +44,13 @@ from ..session import (
     ToolCall,
     ToolEffect,
     ToolPolicy,
-    ToolRecord,
     resolve_policy,
     source_call_policy,
 )
 from ._app_hooks import AppHookOutcome, matchers_timeout, run_app_hooks
 from ._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
 from ._gate import Decision, ToolCallGate
+from ._pending_call import AwaitedCall, PendingCall
 from ._sources import (
     SOURCE_CALL_KIND,
     source_one_reply_text,
@@ -59,20 +58,6 @@ from ._sources import (
     vanished_text,
 )
 from ._tools import CustomTool
-
-CallKind = Literal["custom", "cli"]
-"""`custom`: served by the adapter's tool server; `cli`: runs inside the CLI."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PendingCall:
-    """The deferred call a resumed segment answers from its final record."""
-
-    tool_use_id: str
-    kind: CallKind
-    tool_name: str
-    """The name the CLI calls it by."""
-    record: ToolRecord
 
 
 def one_reply_text(name: str) -> str:
@@ -105,8 +90,9 @@ class ToolPermissions:
         default_effect: ToolEffect,
         app_matchers: Sequence[HookMatcher],
         permission: ClaudeCodeToolPermission | None,
-        pending: PendingCall | None,
+        pending: PendingCall | AwaitedCall | None,
         answered: frozenset[str] = frozenset(),
+        hook_timeout: float = 0.0,
     ) -> None:
         self._context = context
         self._gate = gate
@@ -118,6 +104,7 @@ class ToolPermissions:
         self._permission = permission
         self._pending = pending
         self._answered = answered
+        self._hook_timeout = hook_timeout
         # Decisions are made one at a time, in the order the CLI asks, so "the
         # first deferrable call" is well defined even while hooks await.
         self._lock = asyncio.Lock()
@@ -127,8 +114,31 @@ class ToolPermissions:
         return HookMatcher(
             matcher=None,
             hooks=[self.pre_tool_use],
-            timeout=matchers_timeout(self._app_matchers),
+            # A parked segment's hook waits for the decision: its timeout outlasts
+            # the park (CLI 2.1.327 cancels a hook at its timeout, and the call
+            # would not run).
+            timeout=max(matchers_timeout(self._app_matchers), self._hook_timeout),
         )
+
+    def adopt(self, context: RunModelContext) -> None:
+        """A parked segment's calls from now on belong to `context`'s attempt."""
+        self._context = context
+
+    async def _pending_for(
+        self, call_id: str
+    ) -> PendingCall | Literal["closed"] | None:
+        """The pending call if `call_id` is it; a parked one is waited for."""
+        pending = self._pending
+        if not isinstance(pending, AwaitedCall):
+            return (
+                pending
+                if pending is not None and pending.tool_use_id == call_id
+                else None
+            )
+        if call_id != pending.tool_use_id:
+            return None
+        call = await pending.wait()
+        return "closed" if call is None else call
 
     async def pre_tool_use(
         self, hook_input: HookInput, tool_use_id: str | None, _context: HookContext
@@ -140,8 +150,11 @@ class ToolPermissions:
         async with self._lock:
             if self._gate.decision(call_id) is not None:
                 return _deny(f"{tool_name} did not run: this call was already decided.")
-            pending = self._pending
-            if pending is not None and call_id == pending.tool_use_id:
+            pending = await self._pending_for(call_id)
+            if pending == "closed":
+                # The park was closed: end the CLI with the same deferral.
+                return _output("defer", "")
+            if pending is not None:
                 return self._replay(call_id, tool_name, pending)
             if call_id in self._answered:
                 # A reused ID must not run again, nor replay a record again.
@@ -175,8 +188,12 @@ class ToolPermissions:
                 return PermissionResultDeny(
                     message=f"{tool_name} did not run: this call was already decided."
                 )
-            pending = self._pending
-            if pending is not None and call_id == pending.tool_use_id:
+            pending = await self._pending_for(call_id)
+            if pending == "closed":
+                return PermissionResultDeny(
+                    message=f"{tool_name} did not run: its session stopped waiting here."
+                )
+            if pending is not None:
                 self._replay(call_id, tool_name, pending)
                 decision = self._gate.decision(call_id)
                 if decision is not None and decision.kind == "replay":

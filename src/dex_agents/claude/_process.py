@@ -92,13 +92,20 @@ class CliProcessGroup:
             _launcher.PID_FILE_VARIABLE: str(self._require_directory() / "pid"),
         }
 
+    @property
+    def pid(self) -> int | None:
+        """The CLI's PID (the group's), once the launcher recorded it."""
+        if self._directory is None:
+            return None
+        try:
+            return int((self._directory / "pid").read_text())
+        except (OSError, ValueError):
+            return None
+
     def kill(self) -> None:
         """SIGKILL every process left in the group; nothing if none started."""
-        if self._directory is None:
-            return
-        try:
-            pid = int((self._directory / "pid").read_text())
-        except (OSError, ValueError):
+        pid = self.pid
+        if pid is None:
             return
         try:
             os.killpg(pid, signal.SIGKILL)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..session import (
 from ._definition import ClaudeAgentDefinition, ClaudeAgentOptionsContext
 from ._edits import check_edited_call
 from ._options import check_options
+from ._park import LateEvents, ParkedSegment
 from ._segment import Segment, SegmentSetup
 from ._sources import SOURCE_CALL_KIND, execute_source_call, segment_tools
 from ._tools import CustomTool, result_content, result_is_error, result_text
@@ -37,6 +39,9 @@ APPROVED_CLI_TOOL_OUTPUT = (
     "Approved; the call runs inside the resumed Claude Code turn."
 )
 """Record output of an approved tool that runs inside the CLI."""
+
+_PARK_HOOK_MARGIN = 60.0
+"""Seconds a parked segment's hook timeout outlasts its window."""
 
 
 class ClaudeAgentRunner:
@@ -99,6 +104,28 @@ class ClaudeAgentRunner:
                 let a tool skip its approval or Step.
             SessionError: The CLI failed or returned an error result.
         """
+        return await Segment(await self._setup(context), context).run()
+
+    async def park_resume(
+        self, context: RunModelContext, *, window: float
+    ) -> ParkedSegment:
+        """Start `context`'s resumed segment now; its deferred call waits for `resume`.
+
+        `context.resume.records` may be empty: the records come with the
+        adopting attempt's context. The hook's timeout outlasts `window`
+        (seconds), the longest the caller keeps the park; see `_park`.
+        """
+        events = LateEvents()
+        context = dataclasses.replace(context, events=events)
+        segment = Segment(
+            await self._setup(context),
+            context,
+            parked=True,
+            hook_timeout=window + _PARK_HOOK_MARGIN,
+        )
+        return ParkedSegment(segment, events)
+
+    async def _setup(self, context: RunModelContext) -> SegmentSetup:
         options = self.options_for(context)
         policies = {**self.definition.tool_policies, **context.tool_policies}
         server_name = self.definition.custom_tool_server_name
@@ -123,7 +150,7 @@ class ClaudeAgentRunner:
             ).needs_approval
 
         check_options(options, server_name=server_name, must_defer=must_defer)
-        setup = SegmentSetup(
+        return SegmentSetup(
             options=options,
             tools=tools,
             server_name=server_name,
@@ -131,7 +158,6 @@ class ClaudeAgentRunner:
             permission=self.definition.claude_code_tool_permission,
             media_store=self.definition.media_store,
         )
-        return await Segment(setup, context).run()
 
     def options_for(self, context: RunModelContext) -> ClaudeAgentOptions:
         """The application's options for this attempt.

@@ -42,11 +42,12 @@ from ..session import (
 from ..stores import MediaStore
 from ._definition import ClaudeCodeToolPermission
 from ._gate import ToolCallGate
-from ._hooks import PendingCall, ToolPermissions
+from ._hooks import ToolPermissions
 from ._images import TranscriptImages
 from ._limits import cli_output_line_limit, too_large_error
 from ._mcp_server import build_custom_tool_server
 from ._options import cli_environment, resolved_cwd
+from ._pending_call import AwaitedCall, PendingCall
 from ._process import CliProcessGroup, real_cli_path
 from ._prompt import content_message, prompt_stream
 from ._stderr import StderrTail
@@ -82,12 +83,47 @@ class SegmentSetup:
     """Where images live; stored entries hold references into it."""
 
 
+class ParkClosedError(SessionError):
+    """A parked segment ended because it was closed, not adopted."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, retryable=False)
+
+
 class Segment:
     """Runs one segment; create one per RunModel attempt."""
 
-    def __init__(self, setup: SegmentSetup, context: RunModelContext) -> None:
+    def __init__(
+        self,
+        setup: SegmentSetup,
+        context: RunModelContext,
+        *,
+        parked: bool = False,
+        hook_timeout: float = 0.0,
+    ) -> None:
+        """A segment for `context`'s attempt.
+
+        With `parked`, `context` is a resume whose records are not final yet:
+        the CLI starts and its hook for the deferred call waits until `adopt`
+        hands over the attempt's own context (or `close` ends it); see `_park`.
+        `hook_timeout` is the least timeout of the adapter's hook (seconds).
+        """
         self._setup = setup
         self._context = context
+        self._hook_timeout = hook_timeout
+        self._awaited: AwaitedCall | None = None
+        if parked:
+            resume = context.resume
+            if resume is None:
+                raise SessionError("only a resumed segment can park", retryable=False)
+            self._awaited = AwaitedCall(
+                _require_str(_deferred(resume.run_state), "tool_use_id")
+            )
+        self._adoptable: tuple[JsonObject, frozenset[str], TranscriptImages] | None = (
+            None
+        )
+        self._permissions: ToolPermissions | None = None
+        self._group: CliProcessGroup | None = None
         self._gate = ToolCallGate()
         self._observer = SegmentObserver()
         self._pending: PendingCall | None = None
@@ -113,9 +149,15 @@ class Segment:
             *turn_before,
         ]
         answered = answered_tool_use_ids(loaded)
-        self._pending = _pending_call(context, run_state, answered)
         images = TranscriptImages(setup.media_store)
-        self._replay_images = await _replay_images(self._pending, images)
+        pending: PendingCall | AwaitedCall | None
+        if self._awaited is not None:
+            _deferred_call_id(run_state, answered)  # it has no result yet
+            pending = self._awaited
+            self._adoptable = (run_state, answered, images)
+        else:
+            self._pending = pending = _pending_call(context, run_state, answered)
+            self._replay_images = await _replay_images(self._pending, images)
         store = ClaudeTranscriptStore(
             session_id=session_id, committed=await images.restore(loaded)
         )
@@ -128,9 +170,11 @@ class Segment:
             default_effect=context.default_tool_effect,
             app_matchers=(setup.options.hooks or {}).get("PreToolUse", []),
             permission=setup.permission,
-            pending=self._pending,
+            pending=pending,
             answered=answered,
+            hook_timeout=self._hook_timeout,
         )
+        self._permissions = permissions
         prompt = None
         if resume is None:
             content = await images.prompt_content(context.pending)
@@ -141,6 +185,7 @@ class Segment:
                 )
             prompt = content_message(content)
         with CliProcessGroup(real_cli_path(setup.options.cli_path)) as group:
+            self._group = group
             options = self._segment_options(
                 session_id=session_id,
                 cwd=cwd,
@@ -150,6 +195,8 @@ class Segment:
                 prompt=prompt,
             )
             result = await self._query(prompt, options, group)
+        if self._awaited is not None and self._awaited.closed:
+            raise ParkClosedError("the parked segment was closed before a decision")
         if result.subtype == BUDGET_SUBTYPE:
             usage = self._observer.usage(result, previous_cost=cumulative_cost(loaded))
             raise BudgetReachedError(
@@ -160,6 +207,48 @@ class Segment:
         self._finish_resumed_cli_call()
         await store.rewrite_appended(images.to_references)
         return self._outcome(result, store, turn_before, loaded, cwd)
+
+    @property
+    def cli_pid(self) -> int | None:
+        """The PID of the segment's CLI once it started."""
+        return self._group.pid if self._group is not None else None
+
+    @property
+    def awaited(self) -> AwaitedCall | None:
+        """A parked segment's deferred call (None for a cold one)."""
+        return self._awaited
+
+    async def adopt(self, context: RunModelContext) -> None:
+        """Hand a parked segment its attempt: the final record answers the call.
+
+        The records' images are read first, so a store failure fails the
+        attempt before the CLI learns anything.
+
+        Raises:
+            SessionError: `context` does not resume this segment's call.
+        """
+        awaited, adoptable = self._awaited, self._adoptable
+        if awaited is None or adoptable is None or self._permissions is None:
+            raise SessionError("this segment is not parked at its deferred call")
+        run_state, answered, images = adoptable
+        pending = _pending_call(context, run_state, answered)
+        if pending is None or pending.tool_use_id != awaited.tool_use_id:
+            raise SessionError(
+                f"the parked segment waits for {awaited.tool_use_id!r}; the "
+                "attempt resumes another call",
+                retryable=False,
+            )
+        # The tool server holds this dict: fill it, do not replace it.
+        self._replay_images.update(await _replay_images(pending, images))
+        self._context = context
+        self._permissions.adopt(context)
+        self._pending = pending
+        awaited.adopt(pending)
+
+    def close(self) -> None:
+        """End a parked segment that no decision adopted: its hook answers `defer`."""
+        if self._awaited is not None:
+            self._awaited.close()
 
     def _segment_options(
         self,
@@ -409,6 +498,28 @@ class Segment:
         )
 
 
+def _deferred(run_state: JsonObject) -> Mapping[str, Any]:
+    deferred = run_state.get("deferred")
+    if not isinstance(deferred, dict):
+        raise SessionError(
+            "resumed without the deferred call in its run state", retryable=False
+        )
+    return cast(Mapping[str, Any], deferred)
+
+
+def _deferred_call_id(run_state: JsonObject, answered: frozenset[str]) -> str:
+    """The tool use ID of the call a resumed segment answers; it has no result yet."""
+    call_id = _require_str(_deferred(run_state), "tool_use_id")
+    if call_id in answered:
+        # The CLI would find no pending deferral and wait for a prompt forever
+        # (CLI 2.1.327), and the record must not replay twice.
+        raise SessionError(
+            f"the deferred call {call_id!r} already has a result in the transcript",
+            retryable=False,
+        )
+    return call_id
+
+
 def _pending_call(
     context: RunModelContext, run_state: JsonObject, answered: frozenset[str]
 ) -> PendingCall | None:
@@ -416,23 +527,12 @@ def _pending_call(
     resume = context.resume
     if resume is None:
         return None
-    deferred = run_state.get("deferred")
-    if not isinstance(deferred, dict):
-        raise SessionError(
-            "resumed without the deferred call in its run state", retryable=False
-        )
-    call_id = _require_str(deferred, "tool_use_id")
+    deferred = _deferred(run_state)
+    call_id = _deferred_call_id(run_state, answered)
     record = next((r for r in resume.records if r.tool_call_id == call_id), None)
     if record is None:
         raise SessionError(
             f"resumed without a final record of the deferred call {call_id!r}",
-            retryable=False,
-        )
-    if call_id in answered:
-        # The CLI would find no pending deferral and wait for a prompt forever
-        # (CLI 2.1.327), and the record must not replay twice.
-        raise SessionError(
-            f"the deferred call {call_id!r} already has a result in the transcript",
             retryable=False,
         )
     kind = deferred.get("kind")

@@ -13,6 +13,9 @@ from ._policy import ToolEffect, ToolPolicy
 InterruptNotifier: TypeAlias = Callable[[InterruptNotification], Awaitable[None]]
 """Tells someone that an approval waits (`dex_agents.notify.WebhookNotifier`, or your own)."""
 
+MAX_HOT_RESUME_WINDOW = timedelta(minutes=30)
+"""The longest `hot_resume_window`: past it, a decision resumes cold."""
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AgentSessionOptions:
@@ -55,7 +58,29 @@ class AgentSessionOptions:
     """Attempts of one notification's Step (`retry_interval` apart, doubling, at most a
     minute) before it is dropped."""
 
+    hot_resume_window: timedelta = timedelta(seconds=120)
+    """How long, after a segment defers a call, its resumed segment waits parked.
+
+    A decision inside the window continues the parked CLI (about 0.1 s to the
+    model's next answer instead of 0.5 s); a later one resumes cold, as every
+    decision does with `timedelta(0)`. Nothing durable depends on the park.
+    """
+    max_parked_segments: int = 4
+    """Parked segments of this flow one worker holds at once (about 200 MiB each);
+    a deferral beyond it resumes cold. 0 parks none."""
+
     def __post_init__(self) -> None:
+        if self.hot_resume_window < timedelta(0) or self.max_parked_segments < 0:
+            raise ValueError(
+                "`hot_resume_window` and `max_parked_segments` must not be negative, "
+                f"got {self.hot_resume_window!r} and {self.max_parked_segments!r}; "
+                "use timedelta(0) or 0 to resume every decision cold"
+            )
+        if self.hot_resume_window > MAX_HOT_RESUME_WINDOW:
+            raise ValueError(
+                f"`hot_resume_window` is at most {MAX_HOT_RESUME_WINDOW} (a parked "
+                f"CLI is kept warm, not durable), got {self.hot_resume_window!r}"
+            )
         if self.interrupt_reminder is not None and self.interrupt_reminder <= timedelta(
             0
         ):

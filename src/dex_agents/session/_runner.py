@@ -10,9 +10,9 @@ runtime store by the engine binding, never into workflow history.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Literal, Protocol, cast
+from typing import Annotated, Any, Literal, Protocol, cast
 
 from pydantic import Field
 
@@ -193,3 +193,49 @@ def turn_failure_note(
 ) -> JsonObject:
     """The stored note for a turn whose RunModel failed for good (see `failure_note`)."""
     return failure_note(turn_id, reason, records).to_item()
+
+
+class ParkedResume(Protocol):
+    """A resumed segment started before its decision (see `ResumeParker`)."""
+
+    @property
+    def pid(self) -> int | None:
+        """The parked process's PID, for logs and `dex-agents show`."""
+        ...
+
+    def alive(self) -> bool:
+        """Whether a decision can still adopt it."""
+        ...
+
+    async def ready(self) -> None:
+        """Wait until it waits at the deferred call (or has ended)."""
+        ...
+
+    async def resume(
+        self, context: RunModelContext
+    ) -> TurnCompleted | ToolCallsRequested | None:
+        """Run the rest of the segment as `context`'s attempt.
+
+        Returns None, having touched nothing, when the park is gone: the caller
+        then runs the segment cold. Raises what the segment raises otherwise.
+        """
+        ...
+
+    async def close(self) -> None:
+        """End it without a decision; it leaves nothing the cold path would miss."""
+        ...
+
+
+def resume_parker(
+    runner: object,
+) -> Callable[..., Coroutine[Any, Any, ParkedResume]] | None:
+    """`runner`'s `park_resume(context, *, window)`, or None when it cannot park.
+
+    A runner that can start its resumed segment before the decision (the
+    Claude runner: a CLI waiting in the deferred call's hook) has it; the
+    engine then keeps one such park per deferral for `hot_resume_window`.
+    """
+    park = getattr(runner, "park_resume", None)
+    if not callable(park):
+        return None
+    return cast(Callable[..., Coroutine[Any, Any, ParkedResume]], park)

@@ -51,6 +51,7 @@ from ..session import (
     ToolCall,
     ToolCallAttemptFailedEvent,
     ToolCallFinishedEvent,
+    ToolCallsRequested,
     ToolCallStartedEvent,
     ToolOutcome,
     ToolRecord,
@@ -66,6 +67,7 @@ from ..session import (
     set_current_deferred_tool_execution,
     stamped,
 )
+from ..session._runner import ParkedResume, resume_parker
 from ..session._state import SUMMARY_TEXT_LIMIT
 from ..stores import RuntimeStore
 from ._events import StoreEventSink
@@ -79,6 +81,7 @@ from ._models import (
     RunModelInput,
     RunModelOutput,
 )
+from ._parking import Fingerprint, ParkingLot
 from ._snapshot import clip
 from ._workflow import ActivityNames
 
@@ -330,14 +333,81 @@ def _span_recorder() -> Callable[..., None] | None:
     return record_chat_span
 
 
+def _fingerprint(input: RunModelInput, max_budget_usd: float | None) -> Fingerprint:
+    return Fingerprint(
+        turn_id=input.turn_id,
+        transcript_head=input.transcript_head,
+        max_budget_usd=max_budget_usd,
+    )
+
+
+async def _take_park(
+    lot: ParkingLot | None, input: RunModelInput
+) -> ParkedResume | None:
+    """The park of this resumed segment, if this worker holds it.
+
+    The session's other parks are closed: a new segment makes them stale.
+    """
+    if lot is None:
+        return None
+    resume = input.resume
+    key = (
+        (input.session_id, resume.partial_segment_id)
+        if resume is not None and resume.partial_segment_id
+        else None
+    )
+    lot.drop_session(input.session_id, keep=key)
+    if key is None:
+        return None
+    return await lot.take(key, _fingerprint(input, input.max_budget_usd))
+
+
+def _park(
+    lot: ParkingLot,
+    parker: Callable[..., Coroutine[Any, Any, ParkedResume]],
+    input: RunModelInput,
+    context: RunModelContext,
+    result: ToolCallsRequested,
+    segment_id: str,
+) -> str | None:
+    """Park the segment that resumes `result`; the queue that reaches it, or None."""
+    budget = input.max_budget_usd
+    if budget is not None:
+        # As the session computes the next segment's budget (`model_step`).
+        budget = round(max(budget - result.usage.cost_usd, 0.0), 6)
+        if budget <= 0:
+            return None  # the session asks for a new limit first
+    template = replace(
+        context,
+        step_execution_id="",
+        attempt=1,
+        resume=ResumeState(
+            run_state=result.run_state, messages=tuple(result.messages), records=()
+        ),
+        max_budget_usd=budget,
+    )
+    parked = lot.park(
+        (input.session_id, segment_id),
+        _fingerprint(input, budget),
+        lambda: parker(template, window=lot.window),
+    )
+    return lot.queue if parked else None
+
+
 def build_activities(
     flow_type: str,
     runner: AgentFrameworkRunner,
     options: AgentSessionOptions,
     store: RuntimeStore,
+    lot: ParkingLot | None = None,
 ) -> list[Callable[..., Coroutine[Any, Any, Any]]]:
-    """The activities of one flow, bound to its runner and the worker's store."""
+    """The activities of one flow, bound to its runner and the worker's store.
+
+    With `lot`, a segment that defers parks its resumed segment there (when
+    the runner can), and a resumed segment takes its park (see `_parking`).
+    """
     names = ActivityNames.for_flow(flow_type)
+    parker = resume_parker(runner) if lot is not None and lot.enabled else None
     limit = options.run_model_limit.total_seconds()
     record_span = _span_recorder()
     with_images = image_message_builder(runner)
@@ -366,7 +436,8 @@ def build_activities(
 
     @activity.defn(name=names.run_model)
     async def run_model(input: RunModelInput) -> RunModelOutput:
-        attempt = activity.info().attempt
+        attempt = activity.info().attempt + input.attempt_offset
+        parked = await _take_park(lot, input)
         resume = None
         if input.resume is not None:
             partial = (
@@ -445,7 +516,9 @@ def build_activities(
                     _heartbeating(options.heartbeat_timeout),
                     asyncio.timeout(limit),
                 ):
-                    result = await runner.run_model(context)
+                    result = await parked.resume(context) if parked else None
+                    if result is None:
+                        result = await runner.run_model(context)
             except BaseException as err:
                 if record_span is not None:
                     record_span(
@@ -510,6 +583,9 @@ def build_activities(
         await store.put_segment(
             input.session_id, segment_id, None, list(result.messages)
         )
+        parked_on = None
+        if parker is not None and lot is not None:
+            parked_on = _park(lot, parker, input, context, result, segment_id)
         return RunModelOutput(
             kind="tool_calls_requested",
             segment_id=segment_id,
@@ -521,6 +597,7 @@ def build_activities(
             usage=result.usage,
             metadata=result.metadata,
             attempt=attempt,
+            parked_on=parked_on,
         )
 
     async def run_tool(input: CallToolInput) -> CallToolOutput:

@@ -12,6 +12,7 @@ re-exported here under the names the engine has always used.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Literal
 
 from ..session import (
@@ -162,6 +163,9 @@ class RunModelInput:
     """The session event sequence number before `session_events`."""
     max_budget_usd: float | None = None
     """What is left of the spend limit: the segment's budget (None: no limit)."""
+    attempt_offset: int = 0
+    """Attempts this segment already had elsewhere: 1 for a cold Step after its
+    parked Step failed (its first attempt counts as the second)."""
 
     @classmethod
     def for_step(
@@ -208,6 +212,9 @@ class RunModelOutput:
     metadata: ModelCallMetadata = field(default_factory=ModelCallMetadata)
     attempt: int = 0
     """The attempt that produced it (0 in results recorded before it was sent)."""
+    parked_on: str | None = None
+    """For `tool_calls_requested`: the task queue of the worker that parked the
+    resumed segment (see `_parking`), None when none was parked."""
 
     def applied_to(self, state: SessionState) -> Transition:
         """What the segment's end does to the turn: it ends, or goes to its calls."""
@@ -263,6 +270,9 @@ class CallToolOutput:
     """References of the result's images (the bytes stay in the media store)."""
     attempt: int = 0
     """The attempt that produced it (0 in results recorded before it was sent)."""
+    parked_on: str | None = None
+    """For `tool_calls_requested`: the task queue of the worker that parked the
+    resumed segment (see `_parking`), None when none was parked."""
 
     def recorded_in(self, state: SessionState, *, attempts: int) -> Transition:
         """The call's record from this result (`attempts` is 0 before the patch that counts them)."""
@@ -299,6 +309,10 @@ class EngineInfo:
     """Whether the workflow code runs in Temporal's sandbox."""
     runs: int
     """Runs of the session so far: 1 plus each continue-as-new."""
+    parked_on: str | None = None
+    """The task queue of the worker holding the session's next segment parked."""
+    parked_until: datetime | None = None
+    """When that park's window ends (a decision after it resumes cold)."""
 
 
 __all__ = [

@@ -18,7 +18,8 @@ plugin given both to the client and to the worker applies once.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -26,14 +27,16 @@ from typing import Any
 from temporalio.client import Client
 from temporalio.converter import DataConverter, DefaultPayloadConverter
 from temporalio.plugin import SimplePlugin
-from temporalio.worker import ReplayerConfig, WorkerConfig, WorkflowRunner
+from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from .._errors import UserError
+from ..session._runner import resume_parker
 from ..stores import RuntimeStore
 from ._activities import build_activities
 from ._converter import SharedPydanticPayloadConverter
 from ._flow import AgentSessionFlow
+from ._parking import ParkingLot
 
 _SANDBOXED_MODULE = "dex_agents.temporal._workflow"
 
@@ -131,6 +134,7 @@ class SessionPlugin(SimplePlugin):
         self.flows = list(flows)
         self.store = store
         self.task_queue = task_queue
+        self._parking: list[_Parking] = []
         super().__init__(
             "dex_agents.SessionPlugin",
             data_converter=_data_converter,
@@ -159,6 +163,19 @@ class SessionPlugin(SimplePlugin):
                     "`data_converter=dex_agents.temporal.data_converter`"
                 )
         assert self.store is not None  # checked in __init__
+        queue = str(config.get("task_queue", ""))
+        parked_queue = f"{queue}.parked.{uuid.uuid4().hex[:12]}"
+        lots = {
+            f.flow_type: ParkingLot(
+                flow_type=f.flow_type,
+                queue=parked_queue,
+                limit=f.options.max_parked_segments,
+                window=f.options.hot_resume_window.total_seconds(),
+            )
+            for f in flows
+            if resume_parker(f.runner) is not None
+        }
+        lots = {k: lot for k, lot in lots.items() if lot.enabled}
         # A cancelled Step (`cancel_turn`) learns of it from a heartbeat's answer:
         # sent at most each second, a Stop lands within about a second, not the
         # SDK's default of 80% of the heartbeat timeout. A worker's own setting wins.
@@ -167,15 +184,45 @@ class SessionPlugin(SimplePlugin):
             *config.get("workflows", ()),
             *(f.workflow_class for f in flows),
         ]
+        built = {
+            f.flow_type: build_activities(
+                f.flow_type, f.runner, f.options, self.store, lots.get(f.flow_type)
+            )
+            for f in flows
+        }
         config["activities"] = [
             *config.get("activities", ()),
-            *(
-                a
-                for f in flows
-                for a in build_activities(f.flow_type, f.runner, f.options, self.store)
-            ),
+            *(a for activities in built.values() for a in activities),
         ]
+        if lots:
+            # The worker's own queue serves the resumed segments it holds parked.
+            hot = [a for t in lots for a in built[t] if a.__name__ == "run_model"]
+            self._parking.append(_Parking(queue, list(lots.values()), hot))
         return config
+
+    async def run_worker(
+        self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
+    ) -> None:
+        """Run `worker`, with the worker of its parked segments' queue beside it."""
+        queue = worker.task_queue
+        parking = next_parking(self._parking, queue)
+        if parking is None:
+            await super().run_worker(worker, next)
+            return
+        lots = parking.lots
+        hot = Worker(
+            worker.client,
+            task_queue=lots[0].queue,
+            activities=parking.activities,
+            max_heartbeat_throttle_interval=HEARTBEAT_THROTTLE,
+            graceful_shutdown_timeout=timedelta(seconds=5),
+        )
+        try:
+            async with hot:
+                await super().run_worker(worker, next)
+        finally:
+            for lot in lots:
+                await lot.close_all()
 
     def configure_replayer(self, config: ReplayerConfig) -> ReplayerConfig:
         """Add the flows' workflows to a `Replayer`."""
@@ -186,6 +233,23 @@ class SessionPlugin(SimplePlugin):
             *(f.workflow_class for f in self.flows if f.workflow_class not in known),
         ]
         return config
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Parking:
+    """The parking lots of one configured worker and its parked-queue activities."""
+
+    home_queue: str
+    lots: list[ParkingLot]
+    activities: list[Callable[..., Any]]
+
+
+def next_parking(parkings: list[_Parking], queue: str) -> _Parking | None:
+    """Take the first parking configured for a worker on `queue`."""
+    for index, parking in enumerate(parkings):
+        if parking.home_queue == queue:
+            return parkings.pop(index)
+    return None
 
 
 def _workflow_name(cls: object) -> str | None:

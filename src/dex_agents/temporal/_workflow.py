@@ -21,12 +21,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, cast
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
-from temporalio.exceptions import ActivityError, ApplicationError, RetryState
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    RetryState,
+    TimeoutType,
+)
 from temporalio.exceptions import TimeoutError as StepTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
@@ -97,6 +102,10 @@ _PATCH_NO_START_PUBLISH = "no-turn-start-publish"
 _PATCH_BUDGET_PAUSE = "budget-pause"
 _PATCH_NOTIFY = "notify-interrupts"
 """Approvals are told to `on_interrupt` (new, reminded, expired)."""
+_PATCH_HOT_RESUME = "hot-resume"
+"""A resumed segment goes to the worker that holds it parked (`hot_resume_window`)."""
+PARKED_START = timedelta(seconds=2)
+"""How long a parked segment's Step waits for its worker before it resumes cold."""
 NOTIFY_LIMIT = timedelta(seconds=30)
 """Limit for one attempt of a notification Step (a receiver's answer)."""
 """A spent budget pauses the turn for a new limit (it failed the turn before)."""
@@ -153,6 +162,8 @@ class AgentSessionWorkflow:
         """The ended session's last publish is done: its run completes next."""
         self._notifying = 0
         """Notification Steps in flight: a run waits for them before it closes."""
+        self._parked: _Parked | None = None
+        """Where the resumed segment of the last deferral waits parked, if it does."""
 
     # ----- RPCs ---------------------------------------------------------------
 
@@ -439,7 +450,15 @@ class AgentSessionWorkflow:
     @workflow.query
     def engine_info(self) -> EngineInfo:
         """Whether this code runs sandboxed, and which run of the session it is."""
-        return EngineInfo(sandboxed=workflow.unsafe.in_sandbox(), runs=self.state.runs)
+        parked = self._parked
+        if parked is not None and parked.until <= workflow.now():
+            parked = None
+        return EngineInfo(
+            sandboxed=workflow.unsafe.in_sandbox(),
+            runs=self.state.runs,
+            parked_on=parked.queue if parked else None,
+            parked_until=parked.until if parked else None,
+        )
 
     def _answer(self, outcome: session.UpdateOutcome) -> bool:
         self.state = outcome.state
@@ -541,6 +560,7 @@ class AgentSessionWorkflow:
 
     async def _run_model(self, active: ActiveTurn) -> None:
         """Run the model segment `active` is at (`session.model_step`) and take its result in."""
+        del active
         opts = self.options
         step = session.model_step(self.state, self.options)
         # Events not published yet (the turn's start) go with the Step: no extra round trip.
@@ -548,49 +568,98 @@ class AgentSessionWorkflow:
         input = RunModelInput.for_step(
             step, session_id=self.state.session_id, events=events, first_seq=first_seq
         )
-        handle = self._start_step(
-            self.names.run_model,
-            input,
-            RunModelOutput,
-            step_id=step.step_execution_id,
-            timeout=opts.run_model_limit,
-            attempts=opts.run_model_attempts,
-        )
+        attempts = opts.run_model_attempts
+        parked, self._parked = self._parked, None
+        outcome: RunModelOutput | ActivityError | _Stopped | None = None
+        if parked is not None and parked.holds(step, workflow.now()):
+            outcome = await self._segment(
+                self._start_step(
+                    self.names.run_model,
+                    input,
+                    RunModelOutput,
+                    step_id=f"{step.step_execution_id}/parked",
+                    timeout=opts.run_model_limit,
+                    attempts=1,
+                    task_queue=parked.queue,
+                    schedule_to_start_timeout=PARKED_START,
+                )
+            )
+            if isinstance(outcome, ActivityError) and _resumes_cold(outcome):
+                # The park's worker is gone or its attempt failed: the cold path,
+                # counting an attempt that ran as the segment's first.
+                ran = 0 if _never_started(outcome) else 1
+                if attempts > ran:
+                    attempts -= ran
+                    input = replace(input, attempt_offset=ran)
+                    outcome = None
+        if outcome is None:
+            outcome = await self._segment(
+                self._start_step(
+                    self.names.run_model,
+                    input,
+                    RunModelOutput,
+                    step_id=step.step_execution_id,
+                    timeout=opts.run_model_limit,
+                    attempts=attempts,
+                )
+            )
+        if isinstance(outcome, _Stopped):
+            await self._follow(
+                session.cancel_turn(self.state, streamed_text=outcome.streamed_text)
+            )
+            return
+        if isinstance(outcome, ActivityError):
+            await self._model_failed(outcome, attempts)
+            return
+        if (
+            outcome.kind == "tool_calls_requested"
+            and outcome.parked_on is not None
+            and workflow.patched(_PATCH_HOT_RESUME)
+        ):
+            self._parked = _Parked(
+                queue=outcome.parked_on,
+                segment_id=outcome.segment_id,
+                until=workflow.now() + opts.hot_resume_window,
+            )
+        await self._follow(outcome.applied_to(self.state))
+
+    async def _segment(
+        self, handle: workflow.ActivityHandle[RunModelOutput]
+    ) -> RunModelOutput | ActivityError | _Stopped:
+        """What a model Step came to: its output, its failure, or a `cancel_turn` stop."""
         await workflow.wait_condition(
             lambda: handle.done() or session.cancel_requested(self.state)
         )
         if session.cancel_requested(self.state):
-            await self._follow(
-                session.cancel_turn(self.state, streamed_text=await _stopped(handle))
-            )
-            return
+            return _Stopped(streamed_text=await _stopped(handle))
         try:
-            out = await handle
+            return await handle
         except ActivityError as err:
-            cause = err.cause
-            if isinstance(cause, ApplicationError) and cause.type == BUDGET_REACHED:
-                await self._follow(
-                    session.model_failed(
-                        self.state,
-                        opts,
-                        error=_failure_text(err),
-                        budget_reached=True,
-                        usage=_spent(cause),
-                    )
+            return err
+
+    async def _model_failed(self, err: ActivityError, attempts: int) -> None:
+        opts = self.options
+        cause = err.cause
+        if isinstance(cause, ApplicationError) and cause.type == BUDGET_REACHED:
+            await self._follow(
+                session.model_failed(
+                    self.state,
+                    opts,
+                    error=_failure_text(err),
+                    budget_reached=True,
+                    usage=_spent(cause),
                 )
-                return
-            failed = session.model_failed(
-                self.state,
-                opts,
-                error=_failure_text(err),
-                timed_out=isinstance(cause, StepTimeoutError),
-                too_large=isinstance(cause, ApplicationError)
-                and cause.type == TOO_LARGE,
-                attempts=_failed_attempts(err, opts.run_model_attempts),
             )
-            await self._follow(failed)
             return
-        await self._follow(out.applied_to(self.state))
+        failed = session.model_failed(
+            self.state,
+            opts,
+            error=_failure_text(err),
+            timed_out=isinstance(cause, StepTimeoutError),
+            too_large=isinstance(cause, ApplicationError) and cause.type == TOO_LARGE,
+            attempts=_failed_attempts(err, attempts),
+        )
+        await self._follow(failed)
 
     async def _execute(self, step: session.CallToolStep) -> None:
         """Run the current call in its tool Step and record what came of it."""
@@ -645,6 +714,8 @@ class AgentSessionWorkflow:
         step_id: str,
         timeout: timedelta,
         attempts: int,
+        task_queue: str | None = None,
+        schedule_to_start_timeout: timedelta | None = None,
     ) -> workflow.ActivityHandle[_Result]:
         """Start one activity Step (see `_step`); cancelling it waits for the attempt.
 
@@ -657,6 +728,8 @@ class AgentSessionWorkflow:
             input,
             result_type=result_type,
             activity_id=step_id,
+            task_queue=task_queue,
+            schedule_to_start_timeout=schedule_to_start_timeout,
             start_to_close_timeout=timeout,
             heartbeat_timeout=opts.heartbeat_timeout,
             retry_policy=RetryPolicy(
@@ -818,6 +891,56 @@ class AgentSessionWorkflow:
         if self.state.end_requested:
             return
         workflow.continue_as_new(SessionInput(state=self.state))
+
+
+@dataclass(frozen=True, slots=True)
+class _Parked:
+    """The resumed segment of the last deferral, parked on a worker's own queue."""
+
+    queue: str
+    segment_id: str
+    """The deferring segment: only the Step that resumes it takes the park."""
+    until: datetime
+
+    def holds(self, step: session.RunModelStep, now: datetime) -> bool:
+        """Whether `step` resumes the parked segment inside its window."""
+        resume = step.resume
+        return (
+            resume is not None
+            and resume.partial_segment_id == self.segment_id
+            and now < self.until
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stopped:
+    """A model Step stopped by `cancel_turn`, with what it had streamed."""
+
+    streamed_text: str
+
+
+def _resumes_cold(err: ActivityError) -> bool:
+    """Whether a parked Step's failure lets the segment run again cold.
+
+    Failures the cold path would not retry (a spent budget, a request too
+    large, the application's own errors) end the segment as they would there.
+    """
+    cause = err.cause
+    if isinstance(cause, ApplicationError):
+        return not cause.non_retryable and cause.type not in (
+            *NON_RETRYABLE_ERRORS,
+            BUDGET_REACHED,
+        )
+    return True
+
+
+def _never_started(err: ActivityError) -> bool:
+    """A Step no worker picked up (its worker is gone): it ran no attempt."""
+    cause = err.cause
+    return (
+        isinstance(cause, StepTimeoutError)
+        and cause.type == TimeoutType.SCHEDULE_TO_START
+    )
 
 
 async def _stopped(handle: workflow.ActivityHandle[RunModelOutput]) -> str:

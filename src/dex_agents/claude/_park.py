@@ -1,0 +1,126 @@
+"""A parked resume: the next segment's CLI, started before its decision.
+
+After a segment defers a call, the session waits (for a person's approval, or
+for the call's Step). A cold resume then starts a new CLI, which costs about
+0.4 s before the model is asked again. A parked resume starts that CLI at once,
+with the same options and transcript a cold resume would use, and lets it wait
+in the PreToolUse callback of the deferred call (Claude Code waits there as
+long as the hook's timeout allows; the hook's timeout is set past the park).
+When the decision comes, `resume` hands the segment the attempt's own context,
+the final record answers the callback, and the segment goes on exactly as a
+cold resume would: the same replay, the same texts for the model, the same
+result.
+
+Nothing durable lives here: a park that dies (its process killed, its worker
+killed) or closes (its window passed) leaves the session where a cold resume
+finds it. Closing answers the callback `defer`, so the CLI ends cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+
+from ..session import AgentEvent, RunModelContext, ToolCallsRequested, TurnCompleted
+from ._segment import Segment
+
+_CLOSE_SECONDS = 10.0
+"""How long a closed park's CLI gets to end on its own before it is killed."""
+
+
+class LateEvents:
+    """An event sink that holds what a parked segment emits until it is adopted."""
+
+    def __init__(self) -> None:
+        self._held: list[AgentEvent] = []
+        self._sink: RunModelContext | None = None
+
+    def emit(self, event: AgentEvent) -> None:
+        """Forward `event` to the adopting attempt's sink, or hold it until then."""
+        if self._sink is None:
+            self._held.append(event)
+        else:
+            self._sink.events.emit(event)
+
+    def attach(self, context: RunModelContext) -> None:
+        """Send what was held, and everything after, to `context`'s events."""
+        self._sink = context
+        held, self._held = self._held, []
+        for event in held:
+            context.events.emit(event)
+
+
+class ParkedSegment:
+    """One parked resume; see the module docstring. Implements `ParkedResume`."""
+
+    def __init__(self, segment: Segment, events: LateEvents) -> None:
+        self._segment = segment
+        self._events = events
+        self._claimed = False
+        # A context of its own: the park outlives the activity that started it,
+        # whose context variables (the activity's info, its heartbeat) end with it.
+        self._task = asyncio.create_task(segment.run(), context=contextvars.Context())
+        self._task.add_done_callback(_retrieve)
+
+    @property
+    def pid(self) -> int | None:
+        """The parked CLI's PID, once started."""
+        return self._segment.cli_pid
+
+    def alive(self) -> bool:
+        """Whether a decision can still adopt it (its CLI has not ended)."""
+        return not (self._claimed or self._task.done())
+
+    async def ready(self) -> None:
+        """Wait until the CLI asks about the deferred call (the park is warm)."""
+        awaited = self._segment.awaited
+        if awaited is None:
+            return
+        reached = asyncio.ensure_future(awaited.reached.wait())
+        try:
+            await asyncio.wait({reached, self._task}, return_when="FIRST_COMPLETED")
+        finally:
+            reached.cancel()
+
+    async def resume(
+        self, context: RunModelContext
+    ) -> TurnCompleted | ToolCallsRequested | None:
+        """Run the rest of the segment as `context`'s attempt; None if the park is gone.
+
+        None means nothing reached the CLI: the caller resumes cold. Once
+        adopted, what the segment raises is the attempt's failure.
+        """
+        if not self.alive():
+            return None
+        self._claimed = True
+        try:
+            self._events.attach(context)
+            await self._segment.adopt(context)
+        except BaseException:
+            await self._stop()
+            raise
+        return await self._task
+
+    async def close(self) -> None:
+        """End a park no decision adopted: its CLI ends with the same deferral."""
+        if self._claimed:
+            return
+        self._claimed = True
+        await self._stop()
+
+    async def _stop(self) -> None:
+        self._segment.close()
+        try:
+            async with asyncio.timeout(_CLOSE_SECONDS):
+                await asyncio.wait({self._task})
+        except TimeoutError:
+            self._task.cancel()  # the segment kills its CLI's process group
+            with contextlib.suppress(BaseException):
+                await self._task
+
+
+def _retrieve(task: asyncio.Task[object]) -> None:
+    """Mark a park's failure as seen: a dead park is an expected end."""
+    if not task.cancelled():
+        task.exception()
