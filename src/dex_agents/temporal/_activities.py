@@ -78,6 +78,7 @@ from ._models import (
     CheckEditOutput,
     NotifyInput,
     PublishInput,
+    ReleaseParkInput,
     RunModelInput,
     RunModelOutput,
 )
@@ -774,8 +775,15 @@ def build_activities(
                 non_retryable=not retry,
             ) from err
 
+    @activity.defn(name=names.release_park)
+    async def release_park(input: ReleaseParkInput) -> None:
+        """Close the park of a turn that ended without resuming it."""
+        if lot is not None:
+            lot.release((input.session_id, input.segment_id))
+
     return [
         run_model,
+        release_park,
         call_tool,
         call_single_attempt_tool,
         publish,

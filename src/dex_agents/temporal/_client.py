@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import time
 import uuid
@@ -16,7 +17,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 from pydantic import TypeAdapter
@@ -73,6 +74,7 @@ from ._flow import AgentSessionFlow
 from ._models import (
     CancelTurnInput,
     EndSessionInput,
+    EngineInfo,
     Interrupt,
     ResolveInterruptInput,
     SessionInput,
@@ -701,6 +703,30 @@ async def _live_snapshot(
     return snapshot
 
 
+async def get_engine_info(
+    client: Client, flow: AgentSessionFlow | None, session_id: str
+) -> EngineInfo:
+    """How the engine runs the session: sandboxed, its runs, a parked segment.
+
+    Raises:
+        UnknownSessionError: no session has this ID.
+        EngineError: no worker answered (the store holds no engine facts).
+    """
+    del flow  # the Query is the same for every flow
+    try:
+        info = await _handle(client, session_id).query(
+            "engine_info",
+            result_type=EngineInfo,
+            rpc_timeout=timedelta(seconds=_QUERY_LIMIT),
+        )
+    except RPCError as err:
+        raise _unreadable(session_id, err) from err
+    if info.parked_until is not None and info.parked_until <= datetime.now(UTC):
+        # The workflow's clock stops between its tasks; this one does not.
+        info = dataclasses.replace(info, parked_on=None, parked_until=None)
+    return info
+
+
 async def _query_snapshot(
     client: Client,
     session_id: str,
@@ -1024,6 +1050,10 @@ class SessionClient:
             force=force,
             timeout=timeout,
         )
+
+    async def engine_info(self, session_id: str) -> EngineInfo:
+        """See `get_engine_info`."""
+        return await get_engine_info(self.client, self.flow, session_id)
 
     async def snapshot(
         self, session_id: str, *, turns: int = RECENT_TURNS

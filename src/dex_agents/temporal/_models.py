@@ -101,6 +101,15 @@ class CheckEditInput:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ReleaseParkInput:
+    """Input of the Step that closes a park its turn no longer needs."""
+
+    session_id: str
+    segment_id: str
+    """The deferring segment the park would have resumed."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class NotifyInput:
     """Input of the notification Step: what `on_interrupt` is told."""
 
@@ -328,6 +337,7 @@ __all__ = [
     "Interrupt",
     "NotifyInput",
     "PublishInput",
+    "ReleaseParkInput",
     "ResolveInterruptInput",
     "ResumeInput",
     "RunModelInput",

@@ -187,6 +187,15 @@ class ParkingLot:
         )
         return parked
 
+    def release(self, key: Key) -> None:
+        """Close the park for `key` (its turn ended without resuming it)."""
+        park = self._parks.pop(key, None)
+        if park is not None:
+            logger.info(
+                "closed the parked segment of session %s: its turn ended", key[0]
+            )
+            self._close(park)
+
     def drop_session(self, session_id: str, keep: Key | None = None) -> None:
         """Close the session's other parks: a new segment makes them stale."""
         for key in [k for k in self._parks if k[0] == session_id and k != keep]:

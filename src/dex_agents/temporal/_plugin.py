@@ -196,7 +196,12 @@ class SessionPlugin(SimplePlugin):
         ]
         if lots:
             # The worker's own queue serves the resumed segments it holds parked.
-            hot = [a for t in lots for a in built[t] if a.__name__ == "run_model"]
+            hot = [
+                a
+                for t in lots
+                for a in built[t]
+                if a.__name__ in ("run_model", "release_park")
+            ]
             self._parking.append(_Parking(queue, list(lots.values()), hot))
         return config
 

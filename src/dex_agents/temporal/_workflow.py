@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         CheckEditOutput,
         EngineInfo,
         NotifyInput,
+        ReleaseParkInput,
         ResolveInterruptInput,
         RunModelInput,
         RunModelOutput,
@@ -122,6 +123,7 @@ class ActivityNames:
     publish: str
     check_edit: str
     notify: str
+    release_park: str
 
     @classmethod
     def for_flow(cls, flow_type: str) -> ActivityNames:
@@ -133,6 +135,7 @@ class ActivityNames:
             publish=f"{flow_type}.publish",
             check_edit=f"{flow_type}.check_edit",
             notify=f"{flow_type}.notify_interrupt",
+            release_park=f"{flow_type}.release_park",
         )
 
 
@@ -450,9 +453,7 @@ class AgentSessionWorkflow:
     @workflow.query
     def engine_info(self) -> EngineInfo:
         """Whether this code runs sandboxed, and which run of the session it is."""
-        parked = self._parked
-        if parked is not None and parked.until <= workflow.now():
-            parked = None
+        parked = self._parked  # the caller compares `until` with its own clock
         return EngineInfo(
             sandboxed=workflow.unsafe.in_sandbox(),
             runs=self.state.runs,
@@ -491,6 +492,7 @@ class AgentSessionWorkflow:
 
     async def _finish(self) -> None:
         """The ended session's last publish; the run completes once Updates answered."""
+        self._release_park()
         await self._follow(session.finish_session(self.state))
         await workflow.wait_condition(lambda: self._notifying == 0)
         self._finished = True
@@ -510,6 +512,27 @@ class AgentSessionWorkflow:
                     budget_pauses=self._budget_pauses(),
                 )
             )
+        self._release_park()
+
+    def _release_park(self) -> None:
+        """Close a park no segment will take (its turn ended without resuming).
+
+        Fire and forget, on the parked worker's own queue: a worker that is
+        gone took its park with it, and the park's window closes it anyway.
+        """
+        parked, self._parked = self._parked, None
+        if parked is None or parked.until <= workflow.now():
+            return
+        workflow.start_activity(
+            self.names.release_park,
+            ReleaseParkInput(
+                session_id=self.state.session_id, segment_id=parked.segment_id
+            ),
+            task_queue=parked.queue,
+            schedule_to_start_timeout=PARKED_START,
+            start_to_close_timeout=timedelta(seconds=15),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
 
     def _budget_pauses(self) -> bool:
         """Whether a spent budget pauses the turn (asked only once it is spent)."""
