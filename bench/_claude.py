@@ -12,8 +12,10 @@ can be split into what the adapter's CLI options cost and what Temporal costs.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -36,7 +38,7 @@ from claude_agent_sdk import (
 )
 from temporalio.api.enums.v1 import EventType
 
-from dex_agents import ToolPolicy
+from dex_agents import AgentSessionOptions, ToolPolicy
 from dex_agents.claude import (
     ClaudeAgentDefinition,
     ClaudeAgentOptionsContext,
@@ -52,7 +54,7 @@ from dex_agents.session import (
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 
-from ._procs import count_cli_processes
+from ._procs import count_cli_processes, rss_mb
 from ._rig import BenchError, Rig
 
 SAY = "dex-script: say hi"
@@ -117,6 +119,8 @@ class WriteTiming:
     """`resolve_interrupt` returned → the tool handler started (may be < 0)."""
     clis_while_waiting: int
     """Claude Code processes alive while the session waited."""
+    parked_rss_mb: float | None = None
+    """RSS of the parked CLI when the approval came (None: resumed cold)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -149,6 +153,30 @@ class _DropEvents:
         del event
 
 
+class _ParkWatch(logging.Handler):
+    """The worker's "parked the resumed segment" lines: session → the CLI's PID."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.parked: dict[str, int] = {}
+        self._changed = asyncio.Event()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # The in-process worker logs on this event loop's thread.
+        if record.msg.startswith("parked the resumed segment") and record.args:
+            args = record.args
+            assert isinstance(args, tuple)
+            self.parked[str(args[0])] = int(str(args[1]))
+            self._changed.set()
+
+    async def wait(self, session_id: str, timeout: float = 30) -> int:
+        async with asyncio.timeout(timeout):
+            while session_id not in self.parked:
+                self._changed.clear()
+                await self._changed.wait()
+        return self.parked[session_id]
+
+
 class ClaudeBench:
     """The agent, its durable flow on an in-process worker, and the baselines."""
 
@@ -157,18 +185,22 @@ class ClaudeBench:
         self.clock = HandlerClock()
         self.tools = make_tools(self.clock)
         self.workdir = rig.directory("agents")
-        self.flow = create_claude_agent_session_flow(
-            ClaudeAgentDefinition(
-                options=self._session_options,
-                custom_tools=self.tools,
-                tool_policies={
-                    "create_refund": ToolPolicy(effect="non_idempotent_write")
-                },
-            ),
-            "BenchSupportAgent",
+        definition = ClaudeAgentDefinition(
+            options=self._session_options,
+            custom_tools=self.tools,
+            tool_policies={"create_refund": ToolPolicy(effect="non_idempotent_write")},
+        )
+        self.flow = create_claude_agent_session_flow(definition, "BenchSupportAgent")
+        # The same agent with every decision resumed cold, for the figures beside.
+        self.cold_flow = create_claude_agent_session_flow(
+            definition,
+            "BenchSupportAgentCold",
+            AgentSessionOptions(hot_resume_window=datetime.timedelta(0)),
         )
         self.store = SQLiteRuntimeStore(rig.tmp / "claude-runtime.sqlite")
         self.sessions = SessionClient(rig.client, self.flow, self.store)
+        self.cold_sessions = SessionClient(rig.client, self.cold_flow, self.store)
+        self.parks = _ParkWatch()
         self.runner_seconds: dict[str, float] = {}
         """Per session: how long its last `run_model` took inside the activity."""
         self._time_runner()
@@ -194,10 +226,17 @@ class ClaudeBench:
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[ClaudeBench]:
         """Run the flow's worker in this process for the block."""
+        parking = logging.getLogger("dex_agents.temporal.parking")
+        parking.addHandler(self.parks)
+        parking.setLevel(logging.INFO)
         try:
-            async with create_worker(self.rig.client, [self.flow], store=self.store):
+            async with (
+                create_worker(self.rig.client, [self.flow], store=self.store),
+                create_worker(self.rig.client, [self.cold_flow], store=self.store),
+            ):
                 yield self
         finally:
+            parking.removeHandler(self.parks)
             await self.store.close()
 
     # -- options ---------------------------------------------------------------
@@ -227,10 +266,10 @@ class ClaudeBench:
 
     # -- one turn, three ways ----------------------------------------------------
 
-    async def new_session(self, kind: str) -> str:
+    async def new_session(self, kind: str, *, cold: bool = False) -> str:
         """Start an empty session, so a timed turn excludes creating the workflow."""
         session_id = f"{kind}-{uuid.uuid4().hex[:10]}"
-        await self.sessions.start(session_id)
+        await (self.cold_sessions if cold else self.sessions).start(session_id)
         return session_id
 
     async def durable_turn(
@@ -316,22 +355,36 @@ class ClaudeBench:
         _check_answer(prompt, result.final_text, self.clock.lookups - lookups)
         return elapsed
 
-    async def durable_write(self, session_id: str) -> WriteTiming:
-        """An approved write: the deferring segment, the approval, the resumed one."""
+    async def durable_write(
+        self, session_id: str, *, cold: bool = False
+    ) -> WriteTiming:
+        """An approved write: the deferring segment, the approval, the resumed one.
+
+        Hot (the default flow), the approval comes once the resumed segment is
+        parked and warm, as a person's would after reading the card; `total`
+        leaves that wait out. Cold (`cold`), it comes at once, as before the
+        window existed: both are the session's own time, none of the person's.
+        """
+        sessions = self.cold_sessions if cold else self.sessions
         refunds = len(self.clock.refunds_started)
         started = time.monotonic()
-        snapshot = await self.sessions.send_and_wait(session_id, WRITE)
+        snapshot = await sessions.send_and_wait(session_id, WRITE)
         waiting = time.monotonic()
         if snapshot.status != "waiting_for_approval" or not snapshot.pending_interrupts:
             raise BenchError(f"the write did not wait for approval: {snapshot.status}")
+        parked_rss = None
+        if not cold:
+            pid = await self.parks.wait(session_id)
+            parked_rss = rss_mb(pid)
         clis = count_cli_processes()
+        thinking = time.monotonic() - waiting
         (interrupt,) = snapshot.pending_interrupts
-        if not await self.sessions.resolve_interrupt(
+        if not await sessions.resolve_interrupt(
             session_id, interrupt.interrupt_id, approved=True
         ):
             raise BenchError("resolve_interrupt returned False for a new interrupt")
         resolved = time.monotonic()
-        snapshot = await self.sessions.wait_for_idle(session_id)
+        snapshot = await sessions.wait_for_idle(session_id)
         done = time.monotonic()
         turn = snapshot.turns[-1]
         if turn.status != "completed" or "refunded" not in turn.final_text:
@@ -339,11 +392,12 @@ class ClaudeBench:
         if len(self.clock.refunds_started) != refunds + 1:
             raise BenchError("the refund handler did not run exactly once")
         return WriteTiming(
-            total=done - started,
+            total=done - started - thinking,
             deferring=waiting - started,
             resumed=done - resolved,
             resolve_to_handler=self.clock.refunds_started[-1] - resolved,
             clis_while_waiting=clis,
+            parked_rss_mb=parked_rss,
         )
 
     async def plain_write(self) -> float:

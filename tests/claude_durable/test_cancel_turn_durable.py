@@ -128,7 +128,8 @@ async def test_a_cancel_while_an_approval_waits_closes_it_through_the_real_cli(
             sid, interrupt.interrupt_id, approved=True
         )
         assert claude_rig.example.refunds() == []
-        assert cli_processes_in(_cwd(claude_rig, sid)) == []
+        # Its parked resume is released, and nothing else runs for the session.
+        assert await _gone(_cwd(claude_rig, sid)) == []
         snap = await sessions.send_and_wait(sid, "dex-script: say next")
         assert snap.turns[-1].final_text == "said: next"
         assert claude_rig.example.refunds() == []

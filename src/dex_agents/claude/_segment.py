@@ -130,6 +130,8 @@ class Segment:
         self._pending_result_seen = False
         self._replay_images: dict[str, str] = {}
         self._stderr = StderrTail(setup.options.stderr)
+        self.shutdown: asyncio.Task[None] | None = None
+        """The CLI's shutdown after its result, when the segment did not wait for it."""
 
     async def run(self) -> TurnCompleted | ToolCallsRequested:
         """Run the segment and return the session's next step."""
@@ -184,7 +186,9 @@ class Segment:
                     retryable=False,
                 )
             prompt = content_message(content)
-        with CliProcessGroup(real_cli_path(setup.options.cli_path)) as group:
+        group = CliProcessGroup(real_cli_path(setup.options.cli_path))
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(group)
             self._group = group
             options = self._segment_options(
                 session_id=session_id,
@@ -194,7 +198,11 @@ class Segment:
                 group=group,
                 prompt=prompt,
             )
-            result = await self._query(prompt, options, group)
+            result, shutdown = await self._query(prompt, options, group)
+            if shutdown is not None:
+                store.seal()
+                stack.pop_all()  # the CLI's shutdown owns its group from here
+                self.shutdown = _finish_in_background(shutdown, group)
         if self._awaited is not None and self._awaited.closed:
             raise ParkClosedError("the parked segment was closed before a decision")
         if result.subtype == BUDGET_SUBTYPE:
@@ -304,13 +312,18 @@ class Segment:
         prompt: dict[str, Any] | None,
         options: ClaudeAgentOptions,
         group: CliProcessGroup,
-    ) -> ResultMessage:
+    ) -> tuple[ResultMessage, asyncio.Task[ResultMessage] | None]:
+        """The CLI's result, and its shutdown when it still runs (see `run`)."""
         # The query runs in its own task so that a cancelled attempt can kill the
         # CLI first: the SDK's shielded shutdown would otherwise wait up to 5 s
         # for the CLI to exit on its own before it even starts to terminate it.
-        consumer = asyncio.create_task(self._consume(prompt, options))
+        answered: asyncio.Future[ResultMessage] = (
+            asyncio.get_running_loop().create_future()
+        )
+        consumer = asyncio.create_task(self._consume(prompt, options, answered))
+        consumer.add_done_callback(_retrieve)
         try:
-            return await asyncio.shield(consumer)
+            await asyncio.wait({consumer, answered}, return_when="FIRST_COMPLETED")
         except asyncio.CancelledError:
             group.kill()
             with contextlib.suppress(BaseException):
@@ -318,11 +331,18 @@ class Segment:
                     await consumer
             consumer.cancel()
             raise
-        finally:
-            group.kill()
+        if not consumer.done():
+            # The CLI answered; what is left is its shutdown (about 40 ms), whose
+            # entries the session does not keep (see `ClaudeTranscriptStore.seal`).
+            return answered.result(), consumer
+        group.kill()
+        return consumer.result(), None
 
     async def _consume(
-        self, prompt: dict[str, Any] | None, options: ClaudeAgentOptions
+        self,
+        prompt: dict[str, Any] | None,
+        options: ClaudeAgentOptions,
+        answered: asyncio.Future[ResultMessage],
     ) -> ResultMessage:
         result: ResultMessage | None = None
         result_seen = asyncio.Event()
@@ -332,10 +352,14 @@ class Segment:
         )
         try:
             async for message in messages:
+                if answered.done():
+                    continue  # the segment was taken at its result; this is shutdown
                 self._observe(message)
                 if isinstance(message, ResultMessage):
                     result = message
                     result_seen.set()
+                    if not message.is_error:
+                        answered.set_result(message)
         except ClaudeSDKError as e:
             # The SDK raises after an error result; the result says more.
             if result is None or not result.is_error:
@@ -496,6 +520,34 @@ class Segment:
             usage=usage,
             metadata=metadata,
         )
+
+
+_SHUTTING_DOWN: set[asyncio.Task[None]] = set()
+"""CLIs finishing their shutdown after their segment returned (kept referenced)."""
+
+
+def _finish_in_background(
+    consumer: asyncio.Task[ResultMessage], group: CliProcessGroup
+) -> asyncio.Task[None]:
+    """Let the CLI end on its own for a while, then kill what is left of its group."""
+
+    async def finish() -> None:
+        try:
+            await asyncio.wait({consumer}, timeout=_SHUTDOWN_SECONDS)
+        finally:
+            consumer.cancel()
+            group.__exit__(None, None, None)
+
+    task = asyncio.create_task(finish())
+    _SHUTTING_DOWN.add(task)
+    task.add_done_callback(_SHUTTING_DOWN.discard)
+    return task
+
+
+def _retrieve(task: asyncio.Task[ResultMessage]) -> None:
+    """Mark a shutdown's failure as seen: the segment already has its result."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _deferred(run_state: JsonObject) -> Mapping[str, Any]:

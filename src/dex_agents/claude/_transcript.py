@@ -63,10 +63,22 @@ class ClaudeTranscriptStore:
         self._session_id = session_id
         self._committed = list(committed)
         self._appended: dict[_Key, list[SessionStoreEntry]] = {}
+        self._sealed = False
+
+    def seal(self) -> None:
+        """Keep no later entries: the segment was taken at its result.
+
+        CLI 2.1.327 mirrors only `last-prompt`, `cost-state` (and on a resumed
+        segment `mode`) after the result, as it shuts down. `last-prompt` is
+        never kept; without a `cost-state` the next segment's CLI restores its
+        cumulative cost from an earlier one, and its cost is measured against
+        that same entry (`cumulative_cost`), so it stays right.
+        """
+        self._sealed = True
 
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
-        """Collect mirrored entries of `key`, in call order."""
-        if not entries:
+        """Collect mirrored entries of `key`, in call order (none once sealed)."""
+        if not entries or self._sealed:
             return
         self._appended.setdefault(_key(key), []).extend(entries)
 
