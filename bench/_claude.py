@@ -201,6 +201,8 @@ class ClaudeBench:
         self.sessions = SessionClient(rig.client, self.flow, self.store)
         self.cold_sessions = SessionClient(rig.client, self.cold_flow, self.store)
         self.parks = _ParkWatch()
+        self.plain_to_result: list[float] = []
+        """Each plain `query()`'s time to its ResultMessage (before the CLI exits)."""
         self.runner_seconds: dict[str, float] = {}
         """Per session: how long its last `run_model` took inside the activity."""
         self._time_runner()
@@ -325,6 +327,7 @@ class ClaudeBench:
         async for message in query(prompt=prompt, options=options):
             if isinstance(message, ResultMessage):
                 result = message
+                self.plain_to_result.append(time.monotonic() - started)
         elapsed = time.monotonic() - started
         if result is None or result.is_error or not result.result:
             raise BenchError(f"plain query() failed: {result}")

@@ -77,9 +77,15 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
     await bench.plain_turn(SAY)
 
     phases: list[TurnPhases] = []
+    to_result: list[float] = []
 
     async def durable() -> float:
         return await bench.durable_turn(await bench.new_session("one"), SAY, phases)
+
+    async def plain() -> float:
+        elapsed = await bench.plain_turn(SAY)
+        to_result.append(bench.plain_to_result[-1])
+        return elapsed
 
     times = await _alternate(
         rig,
@@ -88,11 +94,15 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
         {
             "durable": durable,
             "adapter": lambda: bench.adapter_turn(SAY),
-            "plain": lambda: bench.plain_turn(SAY),
+            "plain": plain,
         },
     )
     durable_s, adapter_s, plain_s = times["durable"], times["adapter"], times["plain"]
-    gap_ms = (_stats.median(durable_s) - _stats.median(plain_s)) * 1000
+    # A segment returns at the CLI's result and lets it exit in the background; a
+    # plain application could stop reading there too, so the cost of durability
+    # is measured against plain query()'s time to its result, not to its end.
+    gap_ms = (_stats.median(durable_s) - _stats.median(to_result)) * 1000
+    exit_ms = (_stats.median(plain_s) - _stats.median(to_result)) * 1000
     adapter_ms = (_stats.median(adapter_s) - _stats.median(plain_s)) * 1000
     split = {
         name: _stats.median([getattr(p, name) for p in phases])
@@ -105,8 +115,10 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
             durable_s,
             plain_s,
             note=(
-                f"durable − plain = {gap_ms:+.0f} ms, of which the adapter's segment "
-                f"(1b) {adapter_ms:+.0f} ms; from the turns' history (medians): "
+                f"durable − plain (to its end) = "
+                f"{(_stats.median(durable_s) - _stats.median(plain_s)) * 1000:+.0f} ms, "
+                f"the adapter's segment alone (1b) {adapter_ms:+.0f} ms; from the "
+                "turns' history (medians): "
                 f"send → segment started {split['to_segment']:.0f} ms, segment "
                 f"activity {split['segment']:.0f} ms (of which the runner "
                 f"{split['runner']:.0f} ms), segment done → idle "
@@ -115,17 +127,20 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
         ),
         Row(
             key="1a",
-            figure="durability's cost per one-segment turn: durable − plain",
+            figure="durability's cost per one-segment turn: durable − plain "
+            "query()'s time to its result",
             unit="ms",
             median=gap_ms,
-            p95=(_stats.p95(durable_s) - _stats.p95(plain_s)) * 1000,
+            p95=(_stats.p95(durable_s) - _stats.p95(to_result)) * 1000,
             samples=len(durable_s),
             target="≤ +30 ms",
             met=gap_ms <= 30,
             note=(
-                "difference of the medians (p95: of the p95s); Temporal's OpenAI "
-                "Agents and Pydantic AI integrations add about +40 ms to a "
-                "one-model-call turn on this machine"
+                "difference of the medians (p95: of the p95s); plain query() "
+                f"reached its result {_stats.median(to_result):.3f} s and its end "
+                f"{exit_ms:.0f} ms later (the CLI's exit, which a durable segment "
+                "does not wait for); Temporal's OpenAI Agents and Pydantic AI "
+                "integrations add about +40 ms to a one-model-call turn on this machine"
             ),
         ),
         _ratio_row(

@@ -22,9 +22,11 @@ from typing import Any
 import hot_agent
 import pytest
 from claude_rig import ClaudeRig, cli_processes_in
+from click.testing import CliRunner
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
+from dex_agents.cli._app import main
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import WorkerProcess, WorkerProcessConfig
@@ -123,7 +125,10 @@ def hot_worker(
 
 
 async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
-    claude_rig: ClaudeRig, client: Client, caplog: pytest.LogCaptureFixture
+    claude_rig: ClaudeRig,
+    client: Client,
+    engine: EmbeddedEngine,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     flow = hot_agent.flow
     store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
@@ -136,6 +141,12 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
         parked = await _parked_pid(claude_rig, sid)
         info = await sessions.engine_info(sid)
         assert info.parked_on is not None and ".parked." in info.parked_on
+        target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
+        shown = await asyncio.to_thread(
+            CliRunner().invoke, main, ["show", sid, *target]
+        )
+        assert shown.exit_code == 0, shown.output
+        assert f"waits parked on queue {info.parked_on}" in shown.stdout
         assert await sessions.resolve_interrupt(
             sid, interrupt.interrupt_id, approved=True
         )
@@ -342,7 +353,9 @@ async def test_sigkill_of_the_parked_cli_alone_resumes_cold(
     sessions = SessionClient(client, flow, store)
     sid = "hot-crash-cli"
     await sessions.start(sid, initial_message=REFUND)
-    (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+    waiting = await sessions.wait_for_idle(sid)
+    assert waiting.pending_interrupts, waiting.turns
+    (interrupt,) = waiting.pending_interrupts
     parked = await _parked_pid(claude_rig, sid)
     os.kill(parked, signal.SIGKILL)
     await _no_cli(claude_rig, sid, seconds=10)

@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.text import Text
 from temporalio.worker import Worker
 
-from .._errors import EngineError, UserError
+from .._errors import DexAgentsError, EngineError, UserError
 from ..session import EventRecord
 from ..stores import RuntimeStore, open_runtime_store, redacted_store
 from ..temporal import (
@@ -40,6 +41,7 @@ from ..temporal import (
     resolve_state_dir,
     with_recent_turns,
 )
+from ..temporal._client import get_engine_info
 from ..testing import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from . import _render as render
 from ._agent_ref import load_flow
@@ -656,6 +658,21 @@ async def _load_snapshot(
             await store.close()
 
 
+async def _parked_note(conn: Connection, session_id: str) -> str:
+    """A line on the session's parked segment, if a worker holds one."""
+    try:
+        engine = await get_engine_info(conn.client, None, session_id)
+    except DexAgentsError:
+        return ""
+    if engine.parked_on is None or engine.parked_until is None:
+        return ""
+    until = engine.parked_until.astimezone(UTC).strftime("%H:%M:%S UTC")
+    return (
+        f"(its next segment waits parked on queue {engine.parked_on} until {until}: "
+        "an answer before then resumes it without starting Claude Code)"
+    )
+
+
 async def _snapshot_and_note(
     target: Target, session_id: str, store: RuntimeStore | None
 ) -> tuple[AgentSnapshot, str]:
@@ -674,7 +691,7 @@ async def _snapshot_and_note(
             snapshot = await get_agent_snapshot(
                 conn.client, None, session_id, store=store
             )
-            return snapshot, ""
+            return snapshot, await _parked_note(conn, session_id)
         note = (
             "(not known to Temporal: the store's last projection)"
             if info is None
