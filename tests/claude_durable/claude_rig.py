@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from dex_agents.testing import MockMessagesApi, RefusingProxy
+from dex_agents.temporal import EmbeddedEngine
+from dex_agents.testing import (
+    MockMessagesApi,
+    RefusingProxy,
+    WorkerProcess,
+    WorkerProcessConfig,
+)
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 
@@ -31,3 +38,23 @@ def cli_processes_in(cwd: Path) -> list[int]:
             except OSError:
                 continue
     return pids
+
+
+def worker_process(
+    rig: ClaudeRig, engine: EmbeddedEngine, flow_ref: str, module_dir: Path
+) -> WorkerProcess:
+    """A killable worker subprocess serving `flow_ref` (found in `module_dir`)."""
+    env = dict(rig.env)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(module_dir), os.environ.get("PYTHONPATH", "")]
+    )
+    return WorkerProcess(
+        WorkerProcessConfig(
+            address=engine.address,
+            namespace=engine.namespace,
+            store_path=str(rig.tmp / "runtime.sqlite"),
+            flow_ref=flow_ref,
+        ),
+        rig.tmp,
+        env=env,
+    )

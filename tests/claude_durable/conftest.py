@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from claude_rig import EXAMPLES, ClaudeRig
+from claude_rig import EXAMPLES, ClaudeRig, worker_process
 
 from dex_agents.temporal import EmbeddedEngine
 from dex_agents.testing import (
     MockMessagesApi,
     RefusingProxy,
     WorkerProcess,
-    WorkerProcessConfig,
     bundled_cli_path,
     hermetic_cli_env,
 )
@@ -55,19 +54,5 @@ async def claude_rig(
 @pytest.fixture
 def worker(claude_rig: ClaudeRig, engine: EmbeddedEngine) -> Iterator[WorkerProcess]:
     """A worker subprocess serving the example agent, on the rig's store; killable."""
-    env = dict(claude_rig.env)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(EXAMPLES), os.environ.get("PYTHONPATH", "")]
-    )
-    process = WorkerProcess(
-        WorkerProcessConfig(
-            address=engine.address,
-            namespace=engine.namespace,
-            store_path=str(claude_rig.tmp / "runtime.sqlite"),
-            flow_ref="support_agent:flow",
-        ),
-        claude_rig.tmp,
-        env=env,
-    )
-    with process:
+    with worker_process(claude_rig, engine, "support_agent:flow", EXAMPLES) as process:
         yield process

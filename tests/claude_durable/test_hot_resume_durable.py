@@ -16,20 +16,27 @@ import logging
 import os
 import signal
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import hot_agent
 import pytest
-from claude_rig import ClaudeRig, cli_processes_in
+from claude_rig import ClaudeRig, cli_processes_in, worker_process
 from click.testing import CliRunner
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from dex_agents.cli._app import main
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
-from dex_agents.testing import WorkerProcess, WorkerProcessConfig
+from dex_agents.temporal import (
+    AgentSessionFlow,
+    EmbeddedEngine,
+    Interrupt,
+    SessionClient,
+    create_worker,
+)
+from dex_agents.testing import WorkerProcess
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -106,22 +113,55 @@ def hot_worker(
     claude_rig: ClaudeRig, engine: EmbeddedEngine
 ) -> Iterator[WorkerProcess]:
     """A killable worker subprocess serving `hot_agent:flow` on the rig's store."""
-    env = dict(claude_rig.env)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]
-    )
-    process = WorkerProcess(
-        WorkerProcessConfig(
-            address=engine.address,
-            namespace=engine.namespace,
-            store_path=str(claude_rig.tmp / "runtime.sqlite"),
-            flow_ref="hot_agent:flow",
-        ),
-        claude_rig.tmp,
-        env=env,
-    )
-    with process:
+    with worker_process(
+        claude_rig, engine, "hot_agent:flow", Path(__file__).parent
+    ) as process:
         yield process
+
+
+@dataclass
+class _Waiting:
+    """A session whose refund waits for approval."""
+
+    sid: str
+    sessions: SessionClient
+    store: SQLiteRuntimeStore
+    interrupt: Interrupt
+
+    @property
+    def key(self) -> str:
+        return f"{self.sid}/turn-1/{self.interrupt.tool_call_id}"
+
+    async def approve(self) -> None:
+        assert await self.sessions.resolve_interrupt(
+            self.sid, self.interrupt.interrupt_id, approved=True
+        )
+
+    async def refunded_once(self, client: Client) -> list[tuple[str, str, str]]:
+        """Wait for the turn; it refunded once and answered once. Its model Steps."""
+        snap = await self.sessions.wait_for_idle(self.sid)
+        (turn,) = snap.turns
+        assert turn.status == "completed", turn.error
+        assert turn.final_text == "done: refunded order 7"
+        assert hot_agent.refund_runs() == [("7", self.key)]
+        await self.store.close()
+        return await _model_steps(client, self.sid)
+
+
+async def _waiting_refund(
+    rig: ClaudeRig,
+    client: Client,
+    sid: str,
+    *,
+    flow: AgentSessionFlow = hot_agent.flow,
+    message: str = REFUND,
+) -> _Waiting:
+    store = SQLiteRuntimeStore(rig.tmp / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    await sessions.start(sid, initial_message=message)
+    waiting = await sessions.wait_for_idle(sid)
+    assert waiting.pending_interrupts, waiting.turns
+    return _Waiting(sid, sessions, store, waiting.pending_interrupts[0])
 
 
 async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
@@ -130,16 +170,13 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
     engine: EmbeddedEngine,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    flow = hot_agent.flow
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
     sid = "hot-approve-inside"
     caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message=REFUND)
-        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
+    async with create_worker(client, [hot_agent.flow], store=store):
+        waiting = await _waiting_refund(claude_rig, client, sid)
         parked = await _parked_pid(claude_rig, sid)
-        info = await sessions.engine_info(sid)
+        info = await waiting.sessions.engine_info(sid)
         assert info.parked_on is not None and ".parked." in info.parked_on
         target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
         shown = await asyncio.to_thread(
@@ -147,51 +184,36 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
         )
         assert shown.exit_code == 0, shown.output
         assert f"waits parked on queue {info.parked_on}" in shown.stdout
-        assert await sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await sessions.wait_for_idle(sid)
+        await waiting.approve()
+        steps = await waiting.refunded_once(client)
+    await store.close()
 
-    assert snap.turns[0].status == "completed", snap.turns[0].error
-    assert snap.turns[0].final_text == "done: refunded order 7"
-    key = f"{sid}/turn-1/{interrupt.tool_call_id}"
-    assert hot_agent.refund_runs() == [("7", key)]
-    steps = await _model_steps(client, sid)
     assert [s[2] for s in steps] == ["completed", "completed"]
-    ((activity_id, queue, _),) = _parked_steps(steps)
+    ((_, queue, _),) = _parked_steps(steps)
     assert queue == info.parked_on
     assert f"answered the parked segment of session {sid} (CLI pid {parked})" in (
         caplog.text
     )
-    await store.close()
 
 
 async def test_an_approval_after_the_window_resumes_cold_with_no_process_between(
     claude_rig: ClaudeRig, client: Client
 ) -> None:
     flow = hot_agent.build_flow(window=1, flow_type="HotAgentShortWindow")
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
     sid = "hot-approve-after"
+    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
     async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message=REFUND)
-        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+        waiting = await _waiting_refund(claude_rig, client, sid, flow=flow)
         await _parked_pid(claude_rig, sid)
         # The window passes: the parked CLI ends, and nothing runs while it waits.
         await _no_cli(claude_rig, sid)
-        assert (await sessions.engine_info(sid)).parked_on is None
-        assert await sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await sessions.wait_for_idle(sid)
+        assert (await waiting.sessions.engine_info(sid)).parked_on is None
+        await waiting.approve()
+        steps = await waiting.refunded_once(client)
+    await store.close()
 
-    assert snap.turns[0].status == "completed", snap.turns[0].error
-    assert snap.turns[0].final_text == "done: refunded order 7"
-    assert hot_agent.refund_runs() == [("7", f"{sid}/turn-1/{interrupt.tool_call_id}")]
-    steps = await _model_steps(client, sid)
     assert _parked_steps(steps) == []
     assert [s[2] for s in steps] == ["completed", "completed"]
-    await store.close()
 
 
 async def test_a_rejection_while_parked_reads_as_the_cold_path_reads(
@@ -290,43 +312,32 @@ async def test_a_third_deferral_beyond_max_parked_segments_resumes_cold(
 async def test_sigkill_of_the_worker_holding_the_park_before_the_approval(
     claude_rig: ClaudeRig, client: Client, hot_worker: WorkerProcess
 ) -> None:
-    flow = hot_agent.flow
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
     sid = "hot-crash-before"
-    await sessions.start(sid, initial_message=REFUND)
-    (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+    waiting = await _waiting_refund(claude_rig, client, sid)
     await _parked_pid(claude_rig, sid)
     hot_worker.kill()
     await _no_cli(claude_rig, sid, seconds=10)  # the park died with its worker
     hot_worker.start()
-    assert await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
-    snap = await sessions.wait_for_idle(sid)
+    await waiting.approve()
+    steps = await waiting.refunded_once(client)
 
-    assert snap.turns[0].status == "completed", snap.turns[0].error
-    assert snap.turns[0].final_text == "done: refunded order 7"
-    assert hot_agent.refund_runs() == [("7", f"{sid}/turn-1/{interrupt.tool_call_id}")]
-    steps = await _model_steps(client, sid)
     # The parked Step found no worker on the dead one's queue and the cold one answered.
     assert [s[2] for s in _parked_steps(steps)] == ["timed_out"]
     assert [s[2] for s in steps if s not in _parked_steps(steps)] == [
         "completed",
         "completed",
     ]
-    await store.close()
 
 
 async def test_sigkill_of_the_worker_while_the_parked_segment_continues(
     claude_rig: ClaudeRig, client: Client, hot_worker: WorkerProcess
 ) -> None:
-    flow = hot_agent.flow
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
     sid = "hot-crash-after"
-    await sessions.start(sid, initial_message=f"{REFUND} ;; pause final")
-    (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+    waiting = await _waiting_refund(
+        claude_rig, client, sid, message=f"{REFUND} ;; pause final"
+    )
     parked = await _parked_pid(claude_rig, sid)
-    assert await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    await waiting.approve()
     # The parked CLI took the record and asks the model for the turn's answer.
     await claude_rig.api.wait_paused("final", timeout=60)
     assert cli_processes_in(_cwd(claude_rig, sid)) == [parked]
@@ -335,39 +346,21 @@ async def test_sigkill_of_the_worker_while_the_parked_segment_continues(
     await _no_cli(claude_rig, sid, seconds=10)
     claude_rig.api.open_gate("final")
     hot_worker.start()
-    snap = await sessions.wait_for_idle(sid)
+    steps = await waiting.refunded_once(client)
 
-    assert snap.turns[0].status == "completed", snap.turns[0].error
-    assert snap.turns[0].final_text == "done: refunded order 7"
-    assert hot_agent.refund_runs() == [("7", f"{sid}/turn-1/{interrupt.tool_call_id}")]
-    steps = await _model_steps(client, sid)
     assert [s[2] for s in _parked_steps(steps)] == ["timed_out"]
-    await store.close()
 
 
 async def test_sigkill_of_the_parked_cli_alone_resumes_cold(
     claude_rig: ClaudeRig, client: Client, hot_worker: WorkerProcess
 ) -> None:
-    flow = hot_agent.flow
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
     sid = "hot-crash-cli"
-    await sessions.start(sid, initial_message=REFUND)
-    waiting = await sessions.wait_for_idle(sid)
-    assert waiting.pending_interrupts, waiting.turns
-    (interrupt,) = waiting.pending_interrupts
-    parked = await _parked_pid(claude_rig, sid)
-    os.kill(parked, signal.SIGKILL)
+    waiting = await _waiting_refund(claude_rig, client, sid)
+    os.kill(await _parked_pid(claude_rig, sid), signal.SIGKILL)
     await _no_cli(claude_rig, sid, seconds=10)
-    assert await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
-    snap = await sessions.wait_for_idle(sid)
+    await waiting.approve()
+    steps = await waiting.refunded_once(client)
 
-    assert snap.turns[0].status == "completed", snap.turns[0].error
-    assert snap.turns[0].final_text == "done: refunded order 7"
-    assert hot_agent.refund_runs() == [("7", f"{sid}/turn-1/{interrupt.tool_call_id}")]
     # The Step reached the worker that held the park; it found it dead and ran cold.
-    assert [s[2] for s in _parked_steps(await _model_steps(client, sid))] == [
-        "completed"
-    ]
+    assert [s[2] for s in _parked_steps(steps)] == ["completed"]
     assert hot_worker.process is not None and hot_worker.process.poll() is None
-    await store.close()
