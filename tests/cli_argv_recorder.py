@@ -12,7 +12,7 @@ import stat
 import sys
 from pathlib import Path
 
-from dex_agents.testing import fake_claude_cli_path
+from support.fake_cli import fake_claude_cli_path
 
 _RECORD = (
     "import json, sys; open(sys.argv[1], 'a').write(json.dumps(sys.argv[2:]) + '\\n')"

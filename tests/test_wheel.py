@@ -64,6 +64,13 @@ def test_the_wheel_ships_the_example_agent(wheel: WheelVenv) -> None:
     assert not any("__pycache__" in name for name in names)
 
 
+def test_the_wheel_ships_no_fake_cli(wheel: WheelVenv) -> None:
+    # The fake Claude Code CLI is the tests' (`tests/support/fake_cli`), not the kit's.
+    names = zipfile.ZipFile(wheel.wheel).namelist()
+    modules = [Path(name).name for name in names if name.endswith(".py")]
+    assert not [m for m in modules if m.startswith(("_fake_cli", "_fake_claude_cli"))]
+
+
 async def test_help_works_outside_the_repository(
     wheel: WheelVenv, tmp_path: Path, proxy: RefusingProxy
 ) -> None:

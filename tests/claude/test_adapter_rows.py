@@ -54,13 +54,10 @@ from dex_agents.session import (
     TurnCompleted,
 )
 from dex_agents.testing import (
-    FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
-    fake_claude_cli_path,
-    fake_ledger_connector_tools,
-)
-from dex_agents.testing import (
     Ledger as JsonLedger,
 )
+from dex_agents.testing import fake_ledger_connector_tools
+from support.fake_cli import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV, fake_claude_cli_path
 
 # --- shared pieces ------------------------------------------------------------
 

@@ -40,7 +40,7 @@ from dex_agents.session import (
     ToolSourceContext,
     TurnCompleted,
 )
-from dex_agents.testing import fake_claude_cli_path
+from support.fake_cli import fake_claude_cli_path
 
 # --- shared pieces ------------------------------------------------------------
 

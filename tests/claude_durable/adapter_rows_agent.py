@@ -34,7 +34,7 @@ from dex_agents.claude import (
 from dex_agents.session import DeferredToolExecution
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import fake_claude_cli_path
+from support.fake_cli import fake_claude_cli_path
 
 FORBIDDEN_PREFIX = "forbidden-"
 TOOL_ATTEMPTS = 3

@@ -33,9 +33,9 @@ from dex_agents.testing import (
     bundled_cli_path,
     scripted_model_env,
 )
-from dex_agents.testing._fake_cli_usage import CLI_VERSION as FAKE_CLI_VERSION
 from moto_s3 import MotoS3, moto_s3
 from postgres_support import postgres_or_skip
+from support.fake_cli._fake_cli_usage import CLI_VERSION as FAKE_CLI_VERSION
 
 CHECKS = ["claude_cli", "credentials", "temporal", "runtime_store", "media_store"]
 """The checks, in the order of their lines."""

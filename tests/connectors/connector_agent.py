@@ -21,7 +21,8 @@ from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session import SourceTool, ToolSource, ToolSourceContext
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, fake_claude_cli_path, fake_ledger_connector_tools
+from dex_agents.testing import Ledger, fake_ledger_connector_tools
+from support.fake_cli import fake_claude_cli_path
 
 
 @dataclass(kw_only=True)

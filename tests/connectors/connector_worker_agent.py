@@ -1,9 +1,10 @@
 """The connector agent a killable worker subprocess serves (`flow_ref` by file path).
 
 A `WorkerProcess` rebuilds the agent from `DEX_CONNECTOR_WORKER_CONFIG` (see
-`flow_from_env`), so this module imports nothing from the tests: a SIGKILLed
-worker and its replacement count into the same fake-ledger `Ledger`, and the
-connector's operations wait at gates in the config's gate directory.
+`flow_from_env`), so this module imports nothing from the tests but the fake
+CLI (`support.fake_cli`, which the test puts on the worker's `PYTHONPATH`): a
+SIGKILLed worker and its replacement count into the same fake-ledger `Ledger`,
+and the connector's operations wait at gates in the config's gate directory.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from dex_agents.claude import (
 )
 from dex_agents.connectors import ConnectorToolSource
 from dex_agents.temporal import AgentSessionFlow
-from dex_agents.testing import fake_claude_cli_path, fake_ledger_connector_tools
+from dex_agents.testing import fake_ledger_connector_tools
+from support.fake_cli import fake_claude_cli_path
 
 CONFIG_ENV = "DEX_CONNECTOR_WORKER_CONFIG"
 """The JSON `ConnectorWorkerConfig` a worker subprocess builds its flow from."""

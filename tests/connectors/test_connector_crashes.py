@@ -26,6 +26,7 @@ from temporalio.client import Client
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSnapshot, EmbeddedEngine, Interrupt, SessionClient
 from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from support.fake_cli import with_support_importable
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -92,7 +93,7 @@ async def connector_worker(
             flow_ref=f"{AGENT_FILE}:flow_from_env",
         ),
         tmp_path,
-        env={**os.environ, CONFIG_ENV: config.to_json()},
+        env=with_support_importable({**os.environ, CONFIG_ENV: config.to_json()}),
     )
     try:
         with worker:

@@ -56,11 +56,6 @@ from mcp.types import (
     ToolAnnotations,
 )
 
-from dex_agents.testing._fake_claude_cli import (
-    FAKE_CLAUDE_GATE_DIR_ENV,
-    FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
-    fake_claude_cli_path,
-)
 from dex_agents.testing._hermetic import (
     bundled_cli_path,
     hermetic_cli_env,
@@ -68,6 +63,11 @@ from dex_agents.testing._hermetic import (
 )
 from dex_agents.testing._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
+from support.fake_cli import (
+    FAKE_CLAUDE_GATE_DIR_ENV,
+    FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
+    fake_claude_cli_path,
+)
 
 CONTINUE = "Continue from where you left off."
 DONT_ASK = (

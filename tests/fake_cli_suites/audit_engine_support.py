@@ -31,7 +31,8 @@ from dex_agents.claude import (
 )
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
-from dex_agents.testing import Ledger, fake_claude_cli_path
+from dex_agents.testing import Ledger
+from support.fake_cli import fake_claude_cli_path
 
 
 def audit_tools(ledger: Ledger) -> list[Any]:

@@ -2,8 +2,9 @@
 
 A worker subprocess rebuilds the same agent from `DEX_FAKE_SUITE_CONFIG` (see
 `flow_from_env`, the `flow_ref` of `WorkerProcess`), so this module imports
-nothing from the tests: a SIGKILLed worker and its replacement count into the
-same JSON-lines `Ledger`, and the test reads it to prove what ran how often.
+nothing from the tests but the fake CLI (`support.fake_cli`, which the rig puts
+on the worker's `PYTHONPATH`): a SIGKILLed worker and its replacement count into
+the same JSON-lines `Ledger`, and the test reads it to prove what ran how often.
 
 The tools:
 
@@ -45,10 +46,10 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.temporal import AgentSessionFlow
-from dex_agents.testing import (
+from dex_agents.testing import Ledger
+from support.fake_cli import (
     FAKE_CLAUDE_GATE_DIR_ENV,
     FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
-    Ledger,
     fake_claude_cli_path,
 )
 

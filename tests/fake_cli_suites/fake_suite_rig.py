@@ -29,6 +29,7 @@ from dex_agents.temporal import (
     create_worker,
 )
 from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from support.fake_cli import with_support_importable
 
 AGENT_FILE = Path(__file__).with_name("fake_suite_agent.py")
 """Where a worker subprocess finds the agent (`flow_ref` by file path)."""
@@ -155,7 +156,7 @@ async def worker_process(env: SuiteEnv, **changes: Any) -> AsyncIterator[SuiteRi
             flow_ref=f"{AGENT_FILE}:flow_from_env",
         ),
         env.tmp_path,
-        env={**os.environ, CONFIG_ENV: config.to_json()},
+        env=with_support_importable({**os.environ, CONFIG_ENV: config.to_json()}),
     )
     try:
         with worker:

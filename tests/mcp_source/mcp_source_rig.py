@@ -26,7 +26,7 @@ from dex_agents.connectors import (
 from dex_agents.session import DeferredToolExecution, ToolCall, ToolPolicy
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import fake_claude_cli_path
+from support.fake_cli import fake_claude_cli_path
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_ledger_server.py")
 TOKEN = "Bearer test-token"

@@ -64,6 +64,12 @@ class ClaudeAgentRunner:
             # The capability exists only with a store: the session checks for
             # the method when the flow is created and refuses images without it.
             self.build_user_message_with_images = self._build_user_message_with_images
+        if not definition.tool_sources:
+            # A resume can park only without tool sources: a source is listed
+            # when its segment starts, and a parked segment starts before the
+            # decision, so it could offer tools that vanished while the call
+            # waited. With sources, every decision resumes cold.
+            self.park_resume = self._park_resume
 
     def build_user_message(self, text: str) -> JsonObject:
         """The stored item of a user message: `{"kind": "user_prompt", "text": ...}`."""
@@ -106,7 +112,7 @@ class ClaudeAgentRunner:
         """
         return await Segment(await self._setup(context), context).run()
 
-    async def park_resume(
+    async def _park_resume(
         self, context: RunModelContext, *, window: float
     ) -> ParkedSegment:
         """Start `context`'s resumed segment now; its deferred call waits for `resume`.

@@ -523,7 +523,7 @@ class AgentSessionWorkflow:
         parked, self._parked = self._parked, None
         if parked is None or parked.until <= workflow.now():
             return
-        workflow.start_activity(
+        handle = workflow.start_activity(
             self.names.release_park,
             ReleaseParkInput(
                 session_id=self.state.session_id, segment_id=parked.segment_id
@@ -533,6 +533,7 @@ class AgentSessionWorkflow:
             start_to_close_timeout=timedelta(seconds=15),
             retry_policy=RetryPolicy(maximum_attempts=1),
         )
+        handle.add_done_callback(_ignore_failure)
 
     def _budget_pauses(self) -> bool:
         """Whether a spent budget pauses the turn (asked only once it is spent)."""
@@ -940,6 +941,12 @@ class _Stopped:
     """A model Step stopped by `cancel_turn`, with what it had streamed."""
 
     streamed_text: str
+
+
+def _ignore_failure(handle: asyncio.Future[None]) -> None:
+    """A release whose worker is gone failed harmlessly: its park went with it."""
+    if not handle.cancelled():
+        handle.exception()
 
 
 def _resumes_cold(err: ActivityError) -> bool:

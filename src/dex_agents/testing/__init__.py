@@ -4,11 +4,6 @@
 Code CLIs, so an agent runs offline with no API key (the README's examples).
 """
 
-from ._fake_claude_cli import (
-    FAKE_CLAUDE_GATE_DIR_ENV,
-    FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV,
-    fake_claude_cli_path,
-)
 from ._fake_ledger_connector import (
     FAKE_LEDGER_MANIFEST,
     fake_ledger_connector_tools,
@@ -36,8 +31,6 @@ from ._scripted_runner import ScriptedRunner, ScriptedTool
 from ._worker_process import WorkerProcess, WorkerProcessConfig
 
 __all__ = [
-    "FAKE_CLAUDE_GATE_DIR_ENV",
-    "FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV",
     "FAKE_LEDGER_MANIFEST",
     "LEDGER_TOOL_POLICIES",
     "Ledger",
@@ -55,7 +48,6 @@ __all__ = [
     "WorkerProcess",
     "WorkerProcessConfig",
     "bundled_cli_path",
-    "fake_claude_cli_path",
     "fake_ledger_connector_tools",
     "fake_ledger_operations",
     "hermetic_cli_env",

@@ -20,11 +20,16 @@ test creates `<gate>`. `FAKE_CLAUDE_RESUME_WITHOUT_HOOKS=1` makes a resumed
 deferred call skip PreToolUse, as the real CLI does when the SDK's initialize
 comes late.
 
+It lives among the tests (`tests/support/fake_cli`, imported as
+`support.fake_cli`), not in the `dex_agents.testing` kit: it is the tests' model
+of the CLI, not something an application runs.
+
 Start-up cost matters because every turn segment starts a CLI: the launcher runs
 the module with the current interpreter in isolated mode and registers the
-`dex_agents` packages without executing their `__init__`, which would import
-Temporal (about three seconds). The fake itself imports only the standard
-library, pydantic, and its sibling `_fake_cli_*` modules and `_script`.
+`dex_agents` packages and this one without executing their `__init__`, which
+would import Temporal (about three seconds). The fake itself imports only the
+standard library, pydantic, its sibling `_fake_cli_*` modules and
+`dex_agents.testing._script`.
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import dex_agents.testing
+
 from ._fake_cli_args import CliArgsError, parse_args
 from ._fake_cli_session import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV, FakeCliSession
 from ._fake_cli_turn import FAKE_CLAUDE_GATE_DIR_ENV
@@ -48,17 +55,27 @@ __all__ = [
     "fake_claude_cli_path",
     "main",
 ]
-"""What `dex_agents.testing` re-exports; the `_fake_cli_*` modules stay private."""
+"""What `support.fake_cli` re-exports; the `_fake_cli_*` modules stay private."""
 
 _BOOT = """\
 import sys, types
-for name, path in (("dex_agents", {package!r}), ("dex_agents.testing", {testing!r})):
+for name, path in {packages!r}:
     module = types.ModuleType(name)
     module.__path__ = [path]
     sys.modules[name] = module
-from dex_agents.testing._fake_claude_cli import main
+from {fake}._fake_claude_cli import main
 sys.exit(main())
 """
+
+
+def _packages(name: str, directory: Path) -> list[tuple[str, str]]:
+    """Package `name` in `directory` and each package around it, outermost first."""
+    parts = name.split(".")
+    directories = [directory, *directory.parents]
+    return [
+        (".".join(parts[: i + 1]), str(directories[len(parts) - 1 - i]))
+        for i in range(len(parts))
+    ]
 
 
 def fake_claude_cli_path() -> Path:
@@ -70,8 +87,13 @@ def fake_claude_cli_path() -> Path:
     directory, under a name derived from its content, so concurrent test
     processes share it safely.
     """
-    testing = Path(__file__).resolve().parent
-    boot = _BOOT.format(package=str(testing.parent), testing=str(testing))
+    fake = __name__.rpartition(".")[0]
+    testing = Path(dex_agents.testing.__path__[0]).resolve()
+    packages = [
+        *_packages("dex_agents.testing", testing),
+        *_packages(fake, Path(__file__).resolve().parent),
+    ]
+    boot = _BOOT.format(packages=packages, fake=fake)
     script = (
         "#!/bin/sh\n"
         f'exec {shlex.quote(sys.executable)} -I -c {shlex.quote(boot)} "$@"\n'

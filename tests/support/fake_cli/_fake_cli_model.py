@@ -24,8 +24,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from ._fake_cli_transcript import ViewMessage, text_of
-from ._script import (
+from dex_agents.testing._script import (
     MARKER,
     Call,
     Fail,
@@ -37,6 +36,8 @@ from ._script import (
     ToolCallSpec,
     parse_script,
 )
+
+from ._fake_cli_transcript import ViewMessage, text_of
 
 STALL_INPUT: dict[str, JsonValue] = {"orderId": "stall"}
 _REFUSAL_START = "did not run"

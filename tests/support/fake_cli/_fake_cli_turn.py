@@ -25,6 +25,8 @@ from typing import Literal, cast
 
 from pydantic import JsonValue
 
+from dex_agents.testing._script import ScriptError
+
 from ._fake_cli_args import CliArgs, JsonObject
 from ._fake_cli_model import Answer, CallTools, Failure, Plan, PlannedCall, plan_reply
 from ._fake_cli_tools import Caller, ToolResult, Tools, ToolUse
@@ -37,7 +39,6 @@ from ._fake_cli_usage import (
     response_model,
 )
 from ._fake_cli_wire import Wire
-from ._script import ScriptError
 
 FAKE_CLAUDE_GATE_DIR_ENV = "DEX_FAKE_CLAUDE_GATE_DIR"
 """Directory of gate files: `<gate>.reached` is written, `<gate>` opens it."""
