@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, ClassVar, TypeVar, cast
 
 from temporalio import workflow
@@ -30,7 +30,6 @@ from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
     RetryState,
-    TimeoutType,
 )
 from temporalio.exceptions import TimeoutError as StepTimeoutError
 from temporalio.workflow import ActivityCancellationType
@@ -65,7 +64,15 @@ with workflow.unsafe.imports_passed_through():
         SessionInput,
         UserMessageInput,
     )
-    from ._snapshot import AgentSnapshot, publication, snapshot_of
+    from ._parked_route import (
+        PARKED_START,
+        Parked,
+        Stopped,
+        ignore_failure,
+        never_started,
+        resumes_cold,
+    )
+from ._snapshot import AgentSnapshot, publication, snapshot_of
 
 UNKNOWN_INTERRUPT = "UnknownInterrupt"
 INVALID_MESSAGE = "InvalidUserMessage"
@@ -105,8 +112,6 @@ _PATCH_NOTIFY = "notify-interrupts"
 """Approvals are told to `on_interrupt` (new, reminded, expired)."""
 _PATCH_HOT_RESUME = "hot-resume"
 """A resumed segment goes to the worker that holds it parked (`hot_resume_window`)."""
-PARKED_START = timedelta(seconds=2)
-"""How long a parked segment's Step waits for its worker before it resumes cold."""
 NOTIFY_LIMIT = timedelta(seconds=30)
 """Limit for one attempt of a notification Step (a receiver's answer)."""
 """A spent budget pauses the turn for a new limit (it failed the turn before)."""
@@ -165,7 +170,7 @@ class AgentSessionWorkflow:
         """The ended session's last publish is done: its run completes next."""
         self._notifying = 0
         """Notification Steps in flight: a run waits for them before it closes."""
-        self._parked: _Parked | None = None
+        self._parked: Parked | None = None
         """Where the resumed segment of the last deferral waits parked, if it does."""
 
     # ----- RPCs ---------------------------------------------------------------
@@ -533,7 +538,7 @@ class AgentSessionWorkflow:
             start_to_close_timeout=timedelta(seconds=15),
             retry_policy=RetryPolicy(maximum_attempts=1),
         )
-        handle.add_done_callback(_ignore_failure)
+        handle.add_done_callback(ignore_failure)
 
     def _budget_pauses(self) -> bool:
         """Whether a spent budget pauses the turn (asked only once it is spent)."""
@@ -594,7 +599,7 @@ class AgentSessionWorkflow:
         )
         attempts = opts.run_model_attempts
         parked, self._parked = self._parked, None
-        outcome: RunModelOutput | ActivityError | _Stopped | None = None
+        outcome: RunModelOutput | ActivityError | Stopped | None = None
         if parked is not None and parked.holds(step, workflow.now()):
             outcome = await self._segment(
                 self._start_step(
@@ -608,10 +613,12 @@ class AgentSessionWorkflow:
                     schedule_to_start_timeout=PARKED_START,
                 )
             )
-            if isinstance(outcome, ActivityError) and _resumes_cold(outcome):
+            if isinstance(outcome, ActivityError) and resumes_cold(
+                outcome, (*NON_RETRYABLE_ERRORS, BUDGET_REACHED)
+            ):
                 # The park's worker is gone or its attempt failed: the cold path,
                 # counting an attempt that ran as the segment's first.
-                ran = 0 if _never_started(outcome) else 1
+                ran = 0 if never_started(outcome) else 1
                 if attempts > ran:
                     attempts -= ran
                     input = replace(input, attempt_offset=ran)
@@ -627,7 +634,7 @@ class AgentSessionWorkflow:
                     attempts=attempts,
                 )
             )
-        if isinstance(outcome, _Stopped):
+        if isinstance(outcome, Stopped):
             await self._follow(
                 session.cancel_turn(self.state, streamed_text=outcome.streamed_text)
             )
@@ -640,7 +647,7 @@ class AgentSessionWorkflow:
             and outcome.parked_on is not None
             and workflow.patched(_PATCH_HOT_RESUME)
         ):
-            self._parked = _Parked(
+            self._parked = Parked(
                 queue=outcome.parked_on,
                 segment_id=outcome.segment_id,
                 until=workflow.now() + opts.hot_resume_window,
@@ -649,13 +656,13 @@ class AgentSessionWorkflow:
 
     async def _segment(
         self, handle: workflow.ActivityHandle[RunModelOutput]
-    ) -> RunModelOutput | ActivityError | _Stopped:
+    ) -> RunModelOutput | ActivityError | Stopped:
         """What a model Step came to: its output, its failure, or a `cancel_turn` stop."""
         await workflow.wait_condition(
             lambda: handle.done() or session.cancel_requested(self.state)
         )
         if session.cancel_requested(self.state):
-            return _Stopped(streamed_text=await _stopped(handle))
+            return Stopped(streamed_text=await _stopped(handle))
         try:
             return await handle
         except ActivityError as err:
@@ -915,62 +922,6 @@ class AgentSessionWorkflow:
         if self.state.end_requested:
             return
         workflow.continue_as_new(SessionInput(state=self.state))
-
-
-@dataclass(frozen=True, slots=True)
-class _Parked:
-    """The resumed segment of the last deferral, parked on a worker's own queue."""
-
-    queue: str
-    segment_id: str
-    """The deferring segment: only the Step that resumes it takes the park."""
-    until: datetime
-
-    def holds(self, step: session.RunModelStep, now: datetime) -> bool:
-        """Whether `step` resumes the parked segment inside its window."""
-        resume = step.resume
-        return (
-            resume is not None
-            and resume.partial_segment_id == self.segment_id
-            and now < self.until
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class _Stopped:
-    """A model Step stopped by `cancel_turn`, with what it had streamed."""
-
-    streamed_text: str
-
-
-def _ignore_failure(handle: asyncio.Future[None]) -> None:
-    """A release whose worker is gone failed harmlessly: its park went with it."""
-    if not handle.cancelled():
-        handle.exception()
-
-
-def _resumes_cold(err: ActivityError) -> bool:
-    """Whether a parked Step's failure lets the segment run again cold.
-
-    Failures the cold path would not retry (a spent budget, a request too
-    large, the application's own errors) end the segment as they would there.
-    """
-    cause = err.cause
-    if isinstance(cause, ApplicationError):
-        return not cause.non_retryable and cause.type not in (
-            *NON_RETRYABLE_ERRORS,
-            BUDGET_REACHED,
-        )
-    return True
-
-
-def _never_started(err: ActivityError) -> bool:
-    """A Step no worker picked up (its worker is gone): it ran no attempt."""
-    cause = err.cause
-    return (
-        isinstance(cause, StepTimeoutError)
-        and cause.type == TimeoutType.SCHEDULE_TO_START
-    )
 
 
 async def _stopped(handle: workflow.ActivityHandle[RunModelOutput]) -> str:
