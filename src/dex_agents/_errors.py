@@ -3,9 +3,11 @@
 ```
 DexAgentsError
 ├── UserError            wrong use of the API; fix the code, retrying will not help
-│   ├── InvalidArgumentError  an RPC argument of the wrong type or value (also a
-│   │                         ValueError); nothing was sent or written
-│   ├── InvalidOptionError    Claude agent options the adapter refuses (also a TypeError)
+│   ├── InvalidArgumentError  an RPC argument of the wrong type or value, or an
+│   │                         option value out of range (also a ValueError);
+│   │                         nothing was sent, written or built
+│   ├── InvalidOptionError    a definition that cannot work: agent options, tools,
+│   │                         tool sources, connector manifests (also a TypeError)
 │   ├── InvalidEditError      an approval's edited input the tool refuses (also a
 │   │                         ValueError); the call stays pending
 │   ├── UnknownSessionError   no session has this ID
@@ -37,6 +39,9 @@ class UserError(DexAgentsError):
 
 class InvalidArgumentError(UserError, ValueError):
     """An RPC argument of the wrong type or value, refused before anything is sent.
+
+    Also an option's value out of range (`AgentSessionOptions`, `ToolPolicy`),
+    refused when it is built; `argument` names the option then.
 
     Nothing reaches the session: no Update, no Signal, no store write. The
     message names the argument, what it got and what to pass instead;
@@ -71,10 +76,13 @@ class InvalidEditError(UserError, ValueError):
 
 
 class InvalidOptionError(UserError, TypeError):
-    """The Claude agent options set something the adapter refuses; the message names it.
+    """A definition that cannot work; the message names what and says the fix.
 
-    It fails the turn attempt for good (retrying cannot help). It is also a
-    `TypeError`, which this refusal was before it was a `UserError`.
+    Raised where a flow is built (two tools of one name, a tool source listing
+    a Claude Code tool, a connector operation its manifest contradicts) and by
+    a turn whose Claude agent options the adapter refuses; there it fails the
+    attempt for good (retrying cannot help). It is also a `TypeError`, which
+    these refusals were before they were `UserError`s.
     """
 
 

@@ -10,6 +10,7 @@ from typing import Any, TypeAlias
 
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool
 
+from .._errors import InvalidOptionError
 from ..session import (
     RunModelContext,
     ToolPolicy,
@@ -108,7 +109,7 @@ class ClaudeAgentDefinition:
 
     def __post_init__(self) -> None:
         if not _SERVER_NAME.match(self.custom_tool_server_name):
-            raise TypeError(
+            raise InvalidOptionError(
                 f"`custom_tool_server_name` {self.custom_tool_server_name!r} must be "
                 "letters, digits, `_` or `-`, because it becomes part of tool names"
             )

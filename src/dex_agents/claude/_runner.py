@@ -9,7 +9,7 @@ from typing import Any
 
 from claude_agent_sdk import ClaudeAgentOptions
 
-from .._errors import ToolExecutionError, UserError
+from .._errors import InvalidOptionError, ToolExecutionError, UserError
 from ..session import (
     DeferredToolExecution,
     EditContext,
@@ -181,7 +181,7 @@ class ClaudeAgentRunner:
                 )
             )
         if not isinstance(options, ClaudeAgentOptions):
-            raise TypeError(
+            raise InvalidOptionError(
                 "the Claude agent options factory returned "
                 f"{type(options).__name__}; return `ClaudeAgentOptions`"
             )

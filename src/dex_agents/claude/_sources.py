@@ -14,7 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from .._errors import SessionError, ToolExecutionError
+from .._errors import InvalidOptionError, SessionError, ToolExecutionError
 from ..session import (
     DeferredToolExecution,
     RunModelContext,
@@ -100,12 +100,12 @@ async def segment_tools(
                 or name in CLAUDE_CODE_TOOL_NAMES
                 or name.startswith("mcp__")
             ):
-                raise TypeError(
+                raise InvalidOptionError(
                     f"tool source {source.source_name!r} lists {name!r}, which is a "
                     "custom or Claude Code tool name; policies and records name tools bare"
                 )
             if name in owners:
-                raise TypeError(
+                raise InvalidOptionError(
                     f"tool sources {owners[name]!r} and {source.source_name!r} both "
                     f"list {name!r}; policies and records name tools bare"
                 )

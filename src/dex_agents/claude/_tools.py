@@ -30,6 +30,7 @@ from claude_agent_sdk import (
     _convert_tool_content as _sdk_tool_content,
 )
 
+from .._errors import InvalidOptionError
 from ..session import SourceTool, ToolEffect, ToolPolicy, ToolSource
 
 CLAUDE_CODE_TOOL_NAMES: frozenset[str] = frozenset(
@@ -104,19 +105,19 @@ def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
     for tool in tools:
         name = tool.name
         if name in CLAUDE_CODE_TOOL_NAMES:
-            raise TypeError(
+            raise InvalidOptionError(
                 f"custom tool {name!r} collides with a Claude Code tool; rename it "
                 "(policies and records name custom tools bare)"
             )
         if name.startswith("mcp__"):
-            raise TypeError(
+            raise InvalidOptionError(
                 f"custom tool {name!r} starts with `mcp__`; rename it (policies and "
                 "records name custom tools bare, and `mcp__` names MCP server tools)"
             )
         if not name:
-            raise TypeError("a custom tool has an empty name; give it one")
+            raise InvalidOptionError("a custom tool has an empty name; give it one")
         if name in seen:
-            raise TypeError(f"two custom tools are named {name!r}; rename one")
+            raise InvalidOptionError(f"two custom tools are named {name!r}; rename one")
         seen.add(name)
 
 

@@ -30,19 +30,18 @@ from rich.text import Text
 from temporalio.worker import Worker
 
 from .._errors import DexAgentsError, EngineError, UserError
+from .._scripted import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from ..session import EventRecord
 from ..stores import RuntimeStore, open_runtime_store, redacted_store
 from ..temporal import (
     AgentSessionFlow,
     AgentSnapshot,
     EmbeddedEngine,
+    SessionClient,
     create_worker,
-    get_agent_snapshot,
     resolve_state_dir,
     with_recent_turns,
 )
-from ..temporal._client import get_engine_info
-from ..testing import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from . import _render as render
 from ._agent_ref import load_flow
 from ._approvals import (
@@ -661,7 +660,7 @@ async def _load_snapshot(
 async def _parked_note(conn: Connection, session_id: str) -> str:
     """A line on the session's parked segment, if a worker holds one."""
     try:
-        engine = await get_engine_info(conn.client, None, session_id)
+        engine = await SessionClient(conn.client).engine_info(session_id)
     except DexAgentsError:
         return ""
     if engine.parked_on is None or engine.parked_until is None:
@@ -688,8 +687,8 @@ async def _snapshot_and_note(
     else:
         info = await describe_session(conn.client, session_id)
         if info is not None and await worker_seen(conn.client, info.task_queue):
-            snapshot = await get_agent_snapshot(
-                conn.client, None, session_id, store=store
+            snapshot = await SessionClient(conn.client, store=store).snapshot(
+                session_id
             )
             return snapshot, await _parked_note(conn, session_id)
         note = (
@@ -1044,7 +1043,7 @@ main.add_command(cancel)
 main.add_command(end)
 main.add_command(doctor)
 with contextlib.suppress(ImportError):  # `serve` needs the `web` extra
-    from ..web._cli import serve
+    from ._serve import serve
 
     main.add_command(serve)
 

@@ -21,14 +21,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from .._scripted import MockMessagesApi, scripted_model_env
 from ..stores import SQLiteRuntimeStore
 from ..temporal import EmbeddedEngine, SessionClient, resolve_state_dir
-from ..testing import (
-    MockMessagesApi,
-    WorkerProcess,
-    WorkerProcessConfig,
-    scripted_model_env,
-)
+from ..temporal._worker_process import WorkerProcess, WorkerProcessConfig
 from ._agent_ref import load_flow
 
 EXAMPLE_FLOW = "dex_agents.examples.support_agent:flow"

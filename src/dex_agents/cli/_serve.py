@@ -13,12 +13,12 @@ from pathlib import Path
 
 import click
 
-from ..cli._agent_ref import load_flow
-from ..cli._context import Target, connect, open_store, target_options
-from ..cli._errors import BadArgumentError, release_engine_runtime, run
-from ._app import create_app
-from ._server import serving
-from ._tokens import ROLES, Role, load_tokens, new_token, token_entry
+from ..web._app import create_app
+from ..web._server import serving
+from ..web._tokens import ROLES, Role, load_tokens, new_token, token_entry
+from ._agent_ref import load_flow
+from ._context import Target, connect, open_store, target_options
+from ._errors import BadArgumentError, release_engine_runtime, run
 
 _AGENT_HELP = (
     "A flow `POST /api/sessions` may start: `module:attr` or `path/to/file.py:attr` "

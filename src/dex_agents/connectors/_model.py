@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, TypeAlias, assert_never, cast
 
+from .._errors import InvalidOptionError
 from ..session import (
     DeferredToolExecution,
     JsonObject,
@@ -149,11 +150,17 @@ class ConnectorOperation:
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
-            raise TypeError(f"operation {self.name!r}: unknown kind {self.kind!r}")
+            raise InvalidOptionError(
+                f"operation {self.name!r}: unknown kind {self.kind!r}"
+            )
         if self.retry not in _RETRIES:
-            raise TypeError(f"operation {self.name!r}: unknown retry {self.retry!r}")
+            raise InvalidOptionError(
+                f"operation {self.name!r}: unknown retry {self.retry!r}"
+            )
         if self.attempts < 1:
-            raise TypeError(f"operation {self.name!r}: attempts must be at least 1")
+            raise InvalidOptionError(
+                f"operation {self.name!r}: attempts must be at least 1"
+            )
 
     @property
     def effect(self) -> ToolEffect:
@@ -193,23 +200,27 @@ def parse_manifest(manifest: Mapping[str, Any]) -> dict[str, ManifestEntry]:
     """
     operations = manifest.get("operations")
     if not isinstance(operations, Mapping):
-        raise TypeError("a connector manifest needs an `operations` object")
+        raise InvalidOptionError("a connector manifest needs an `operations` object")
     entries: dict[str, ManifestEntry] = {}
     for name, raw in cast(Mapping[str, Any], operations).items():
         if not isinstance(raw, Mapping):
-            raise TypeError(f"manifest operation {name!r} must be an object")
+            raise InvalidOptionError(f"manifest operation {name!r} must be an object")
         spec = cast(Mapping[str, Any], raw)
         approval = spec.get("approval", "always")
         kind = spec.get("kind")
         retry = spec.get("retry")
         if approval not in _APPROVALS:
-            raise TypeError(
+            raise InvalidOptionError(
                 f"manifest operation {name!r}: unknown approval {approval!r}"
             )
         if kind is not None and kind not in _KINDS:
-            raise TypeError(f"manifest operation {name!r}: unknown kind {kind!r}")
+            raise InvalidOptionError(
+                f"manifest operation {name!r}: unknown kind {kind!r}"
+            )
         if retry is not None and retry not in _RETRIES:
-            raise TypeError(f"manifest operation {name!r}: unknown retry {retry!r}")
+            raise InvalidOptionError(
+                f"manifest operation {name!r}: unknown retry {retry!r}"
+            )
         entries[str(name)] = ManifestEntry(
             expose=bool(spec.get("expose", True)),
             approval=approval,
@@ -310,17 +321,17 @@ def connector_tool(
     entry = parse_manifest(manifest).get(operation.name)
     if entry is not None:
         if entry.kind is not None and entry.kind != operation.kind:
-            raise TypeError(
+            raise InvalidOptionError(
                 f"the manifest says {operation.name!r} is a {entry.kind}, but the "
                 f"operation is a {operation.kind}; fix one of them"
             )
         if entry.retry is not None and entry.retry != operation.retry:
-            raise TypeError(
+            raise InvalidOptionError(
                 f"the manifest says {operation.name!r} has retry {entry.retry!r}, but "
                 f"the operation has {operation.retry!r}; fix one of them"
             )
         if entry.approval == "predicate" and operation.requires_approval is None:
-            raise TypeError(
+            raise InvalidOptionError(
                 f"the manifest gives {operation.name!r} approval by predicate, but the "
                 "operation has no `requires_approval`"
             )

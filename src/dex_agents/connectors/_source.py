@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .._errors import SessionError, ToolExecutionError
+from .._errors import InvalidOptionError, SessionError, ToolExecutionError
 from ..session import (
     DeferredToolExecution,
     JsonObject,
@@ -53,7 +53,7 @@ class ConnectorToolSource:
         self._tools: dict[str, ConnectorTool] = {}
         for tool in tools:
             if tool.name in self._tools:
-                raise TypeError(f"two connector tools are named {tool.name!r}")
+                raise InvalidOptionError(f"two connector tools are named {tool.name!r}")
             self._tools[tool.name] = tool
 
     @property

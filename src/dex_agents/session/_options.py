@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeAlias
 
+from .._errors import InvalidArgumentError
 from ._notification import InterruptNotification
 from ._policy import ToolEffect, ToolPolicy
 
@@ -71,37 +72,43 @@ class AgentSessionOptions:
 
     def __post_init__(self) -> None:
         if self.hot_resume_window < timedelta(0) or self.max_parked_segments < 0:
-            raise ValueError(
+            raise InvalidArgumentError(
+                "hot_resume_window",
                 "`hot_resume_window` and `max_parked_segments` must not be negative, "
                 f"got {self.hot_resume_window!r} and {self.max_parked_segments!r}; "
-                "use timedelta(0) or 0 to resume every decision cold"
+                "use timedelta(0) or 0 to resume every decision cold",
             )
         if self.hot_resume_window > MAX_HOT_RESUME_WINDOW:
-            raise ValueError(
+            raise InvalidArgumentError(
+                "hot_resume_window",
                 f"`hot_resume_window` is at most {MAX_HOT_RESUME_WINDOW} (a parked "
-                f"CLI is kept warm, not durable), got {self.hot_resume_window!r}"
+                f"CLI is kept warm, not durable), got {self.hot_resume_window!r}",
             )
         if self.interrupt_reminder is not None and self.interrupt_reminder <= timedelta(
             0
         ):
-            raise ValueError(
+            raise InvalidArgumentError(
+                "interrupt_reminder",
                 f"`interrupt_reminder` must be positive, got {self.interrupt_reminder!r}; "
-                "use None to send no reminders"
+                "use None to send no reminders",
             )
         if self.notification_attempts < 1:
-            raise ValueError(
+            raise InvalidArgumentError(
+                "notification_attempts",
                 "`notification_attempts` must be at least 1, got "
-                f"{self.notification_attempts!r}"
+                f"{self.notification_attempts!r}",
             )
         if self.run_model_attempts < 1 or self.tool_attempts < 1:
-            raise ValueError(
+            raise InvalidArgumentError(
+                "run_model_attempts",
                 "`run_model_attempts` and `tool_attempts` must be at least 1, got "
-                f"{self.run_model_attempts!r} and {self.tool_attempts!r}"
+                f"{self.run_model_attempts!r} and {self.tool_attempts!r}",
             )
         if self.interrupt_deadline is not None and self.interrupt_deadline <= timedelta(
             0
         ):
-            raise ValueError(
+            raise InvalidArgumentError(
+                "interrupt_deadline",
                 f"`interrupt_deadline` must be positive, got {self.interrupt_deadline!r}; "
-                "use None to wait without a deadline"
+                "use None to wait without a deadline",
             )

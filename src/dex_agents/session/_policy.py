@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
+from .._errors import InvalidArgumentError
+
 ToolEffect = Literal["read", "idempotent_write", "non_idempotent_write", "unclassified"]
 """What a call does to the world; it decides the Step a deferred call runs in."""
 
@@ -32,8 +34,9 @@ class ToolPolicy:
 
     def __post_init__(self) -> None:
         if self.effect not in TOOL_EFFECTS:
-            raise ValueError(
-                f"unknown tool effect {self.effect!r}; use one of {list(TOOL_EFFECTS)}"
+            raise InvalidArgumentError(
+                "effect",
+                f"unknown tool effect {self.effect!r}; use one of {list(TOOL_EFFECTS)}",
             )
 
     @property

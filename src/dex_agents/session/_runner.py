@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, Protocol, cast
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import Field
 
@@ -164,8 +164,12 @@ class AgentFrameworkRunner(Protocol):
         ...
 
 
+@runtime_checkable
 class ImageMessageBuilder(Protocol):
-    """The optional runner capability of user messages with images."""
+    """The optional runner capability of user messages with images.
+
+    A runner has it when it has this method; `image_message_builder` checks.
+    """
 
     def build_user_message_with_images(
         self, text: str, images: Sequence[ImageReference]
@@ -182,10 +186,9 @@ def image_message_builder(
     runner: object,
 ) -> Callable[[str, Sequence[ImageReference]], JsonObject] | None:
     """`runner`'s `build_user_message_with_images`, or None when it cannot send images."""
-    builder = getattr(runner, "build_user_message_with_images", None)
-    if not callable(builder):
-        return None
-    return cast(Callable[[str, Sequence[ImageReference]], JsonObject], builder)
+    if isinstance(runner, ImageMessageBuilder):
+        return runner.build_user_message_with_images
+    return None
 
 
 def turn_failure_note(
@@ -226,6 +229,21 @@ class ParkedResume(Protocol):
         ...
 
 
+@runtime_checkable
+class ResumeParker(Protocol):
+    """The optional runner capability of starting a resumed segment before its decision.
+
+    A runner has it when it has this method (the Claude runner: unless its
+    flow has tool sources); `resume_parker` checks.
+    """
+
+    def park_resume(
+        self, context: RunModelContext, *, window: float
+    ) -> Coroutine[Any, Any, ParkedResume]:
+        """Start `context`'s resumed segment now; it waits for its decision up to `window` s."""
+        ...
+
+
 def resume_parker(
     runner: object,
 ) -> Callable[..., Coroutine[Any, Any, ParkedResume]] | None:
@@ -235,7 +253,6 @@ def resume_parker(
     Claude runner: a CLI waiting in the deferred call's hook) has it; the
     engine then keeps one such park per deferral for `hot_resume_window`.
     """
-    park = getattr(runner, "park_resume", None)
-    if not callable(park):
-        return None
-    return cast(Callable[..., Coroutine[Any, Any, ParkedResume]], park)
+    if isinstance(runner, ResumeParker):
+        return runner.park_resume
+    return None

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Literal, Protocol, runtime_checkable
 
+from .._errors import InvalidOptionError
 from ._json import JsonObject
 from ._policy import ToolPolicy
 from ._records import DeferredToolExecution, ToolCall, ToolOutcome
@@ -182,16 +183,16 @@ def check_tool_source_names(
     for source in sources:
         name = source.source_name
         if name in names:
-            raise TypeError(f"two tool sources are named {name!r}; rename one")
+            raise InvalidOptionError(f"two tool sources are named {name!r}; rename one")
         names.add(name)
         for tool in source.declared_tool_names:
             if tool in taken:
-                raise TypeError(
+                raise InvalidOptionError(
                     f"tool source {name!r} declares {tool!r}, which is already a "
                     "custom or built-in tool; policies and records name tools bare"
                 )
             if tool in owners:
-                raise TypeError(
+                raise InvalidOptionError(
                     f"tool sources {owners[tool]!r} and {name!r} both declare "
                     f"{tool!r}; policies and records name tools bare"
                 )

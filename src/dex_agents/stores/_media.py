@@ -16,6 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Protocol
 
+from .._errors import InvalidArgumentError
 from ..session import IMAGE_MEDIA_TYPES, ImageReference
 
 _EXTENSIONS = {
@@ -53,16 +54,17 @@ def image_reference(data: bytes, media_type: str) -> ImageReference:
     """The reference every store gives `data`, after checking it is storable.
 
     Raises:
-        ValueError: `data` is empty or `media_type` is not an image type a
+        InvalidArgumentError: (a `ValueError`) `data` is empty or `media_type` is not an image type a
             model accepts.
     """
     if media_type not in IMAGE_MEDIA_TYPES:
-        raise ValueError(
+        raise InvalidArgumentError(
+            "media_type",
             f"media type {media_type!r} is not a supported image type; use one of "
-            f"{sorted(IMAGE_MEDIA_TYPES)}"
+            f"{sorted(IMAGE_MEDIA_TYPES)}",
         )
     if not data:
-        raise ValueError("an image needs at least one byte")
+        raise InvalidArgumentError("data", "an image needs at least one byte")
     digest = hashlib.sha256(data).hexdigest()
     return ImageReference(
         media_type=media_type,

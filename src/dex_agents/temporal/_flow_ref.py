@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
-from ..temporal import AgentSessionFlow
-from ._errors import BadArgumentError
+from .._errors import InvalidArgumentError
+from ._flow import AgentSessionFlow
 
 _FORMAT_HINT = "write `module:attr` or `path/to/file.py:attr`"
 
@@ -26,7 +26,7 @@ def load_flow(ref: str) -> AgentSessionFlow:
     """Import `ref` and return its flow.
 
     Raises:
-        BadArgumentError: the reference is malformed, its module or
+        InvalidArgumentError: the reference is malformed, its module or
             attribute is missing, importing it failed, or it is not a flow.
     """
     target, sep, attr = ref.rpartition(":")
@@ -101,11 +101,11 @@ def _import_file(ref: str, path: Path) -> ModuleType:
     return module
 
 
-def _bad(ref: str, reason: str) -> BadArgumentError:
-    return BadArgumentError(f"bad `--agent {ref}`: {reason}")
+def _bad(ref: str, reason: str) -> InvalidArgumentError:
+    return InvalidArgumentError("agent", f"bad `--agent {ref}`: {reason}")
 
 
-def _import_failed(ref: str, target: str, err: Exception) -> BadArgumentError:
+def _import_failed(ref: str, target: str, err: Exception) -> InvalidArgumentError:
     first_line = str(err).strip().splitlines()[0] if str(err).strip() else ""
     how = (
         f"python {target}" if target.endswith(".py") else f"python -c 'import {target}'"

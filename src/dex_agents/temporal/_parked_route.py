@@ -8,7 +8,6 @@ is passed through), so a cached session does not carry its own copy.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -53,16 +52,16 @@ def ignore_failure(handle: asyncio.Future[None]) -> None:
         handle.exception()
 
 
-def resumes_cold(err: ActivityError, final_types: Sequence[str]) -> bool:
+def resumes_cold(err: ActivityError) -> bool:
     """Whether a parked Step's failure lets the segment run again cold.
 
-    Failures the cold path would not retry (`final_types`: a spent budget, a
-    request too large, the application's own errors) end the segment as they
-    would there.
+    Failures the cold path would not retry (a spent budget, a request too
+    large, the application's own errors: `non_retryable`, set by the error's
+    type at the engine edge) end the segment as they would there.
     """
     cause = err.cause
     if isinstance(cause, ApplicationError):
-        return not cause.non_retryable and cause.type not in final_types
+        return not cause.non_retryable
     return True
 
 

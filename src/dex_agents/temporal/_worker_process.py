@@ -1,7 +1,9 @@
-"""A session worker in its own process, so tests can SIGKILL it mid-Step.
+"""A session worker in its own process: `dex-agents demo` runs one, tests SIGKILL one mid-Step.
 
-Run as `python -m dex_agents.testing._worker_process CONFIG.json`; the config
-names the engine address, namespace, runtime store file and the ledger flow.
+Run as `python -m dex_agents.temporal._worker_process CONFIG.json READY`; the
+config names the engine address, namespace, runtime store and the flow (a
+`module:attr` reference, as `--agent` takes). `dex_agents.testing.WorkerProcess`
+adds the scripted ledger flows of the test kit on top.
 """
 
 from __future__ import annotations
@@ -17,9 +19,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Self
 
-from .._errors import UserError
-from ._ledger_flow import LedgerFlowConfig
-
 
 @dataclass(frozen=True, kw_only=True)
 class WorkerProcessConfig:
@@ -29,9 +28,7 @@ class WorkerProcessConfig:
     namespace: str
     store_path: str
     """The runtime store: a SQLite file, or a `postgresql://` URL."""
-    flow: LedgerFlowConfig | None = None
-    """A scripted ledger flow to serve, or"""
-    flow_ref: str | None = None
+    flow_ref: str
     """`module:attr` (or `path/file.py:attr`) naming an `AgentSessionFlow` to serve."""
 
 
@@ -64,7 +61,7 @@ class WorkerProcess:
             [
                 sys.executable,
                 "-m",
-                "dex_agents.testing._worker_process",
+                "dex_agents.temporal._worker_process",
                 str(path),
                 str(ready),
             ],
@@ -110,18 +107,11 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     from temporalio.client import Client
 
     from ..stores import open_runtime_store
-    from ..temporal import create_worker
-    from ..temporal._converter import data_converter as pydantic_data_converter
-    from ._ledger_flow import ledger_flow
+    from ._converter import data_converter as pydantic_data_converter
+    from ._flow_ref import load_flow
+    from ._worker import create_worker
 
-    if config.flow is not None:
-        flow = ledger_flow(config.flow)
-    elif config.flow_ref is not None:
-        from ..cli._agent_ref import load_flow
-
-        flow = load_flow(config.flow_ref)
-    else:
-        raise UserError("`WorkerProcessConfig` needs `flow` or `flow_ref`")
+    flow = load_flow(config.flow_ref)
     client = await Client.connect(
         config.address,
         namespace=config.namespace,
@@ -140,8 +130,6 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
 def main() -> None:
     """Entry point of the worker subprocess."""
     raw = json.loads(Path(sys.argv[1]).read_text())
-    if raw.get("flow") is not None:
-        raw["flow"] = LedgerFlowConfig(**raw["flow"])
     asyncio.run(_serve(WorkerProcessConfig(**raw), Path(sys.argv[2])))
 
 

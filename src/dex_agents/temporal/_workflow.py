@@ -36,7 +36,7 @@ from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
     from .. import session
-    from .._errors import InvalidArgumentError
+    from .._errors import BudgetReachedError, InvalidArgumentError, MessageTooLargeError
     from ..session import AgentSessionOptions
     from . import _registry
     from ._arguments import (
@@ -81,14 +81,14 @@ SESSION_BUSY = "SessionBusy"
 SESSION_ENDED = "SessionEnded"
 RECORD_RESOLUTION = "record_resolution"
 """The Signal a client sends when no worker took its `resolve_interrupt` Update."""
-TOO_LARGE = "MessageTooLargeError"
-BUDGET_REACHED = "BudgetReachedError"
+# A failure crosses the engine as its error type's name: these name the types.
+TOO_LARGE = MessageTooLargeError.__name__
+BUDGET_REACHED = BudgetReachedError.__name__
 INVALID_EDIT = "InvalidEdit"
 """The failure type of an edit the runner refused; its detail names the field."""
 EDIT_UNCHECKED = "EditUnchecked"
 """The failure type of an edit the worker could not check (nothing was resolved)."""
 NO_IMAGES = "ImagesNotSupported"
-NON_RETRYABLE_ERRORS = ["UserError", "SpendLimitExceeded", "TypeError", TOO_LARGE]
 
 _Result = TypeVar("_Result")
 _Input = TypeVar("_Input")
@@ -613,9 +613,7 @@ class AgentSessionWorkflow:
                     schedule_to_start_timeout=PARKED_START,
                 )
             )
-            if isinstance(outcome, ActivityError) and resumes_cold(
-                outcome, (*NON_RETRYABLE_ERRORS, BUDGET_REACHED)
-            ):
+            if isinstance(outcome, ActivityError) and resumes_cold(outcome):
                 # The park's worker is gone or its attempt failed: the cold path,
                 # counting an attempt that ran as the segment's first.
                 ran = 0 if never_started(outcome) else 1
@@ -763,10 +761,10 @@ class AgentSessionWorkflow:
             schedule_to_start_timeout=schedule_to_start_timeout,
             start_to_close_timeout=timeout,
             heartbeat_timeout=opts.heartbeat_timeout,
+            # What is not worth another attempt is decided by the error's type
+            # where it is raised into the engine (`_activities._engine_error`).
             retry_policy=RetryPolicy(
-                initial_interval=opts.retry_interval,
-                maximum_attempts=attempts,
-                non_retryable_error_types=NON_RETRYABLE_ERRORS,
+                initial_interval=opts.retry_interval, maximum_attempts=attempts
             ),
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._mock_messages_api import MockMessagesApi
+from .._scripted import MockMessagesApi
 from ._refusing_proxy import RefusingProxy
 
 DUMMY_API_KEY = "dummy-key-for-tests"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
-from .._errors import ToolExecutionError
+from .._errors import ToolExecutionError, UserError
 from ..notify import WebhookNotifier
 from ..session import AgentSessionOptions, DeferredToolExecution, JsonObject, ToolPolicy
 from ..temporal import AgentSessionFlow, create_agent_session_flow
@@ -21,6 +23,9 @@ LEDGER_TOOL_POLICIES = {
     "check_stock": ToolPolicy(effect="read", requires_approval=True),
 }
 
+
+LEDGER_FLOW_ENV = "DEX_AGENTS_TESTING_LEDGER_FLOW"
+"""A worker subprocess's `LedgerFlowConfig`, as JSON (see `ledger_flow_from_env`)."""
 
 REFUND_INPUT_SCHEMA: JsonObject = {
     "type": "object",
@@ -158,3 +163,14 @@ def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
             notification_attempts=config.notification_attempts,
         ),
     )
+
+
+def ledger_flow_from_env() -> AgentSessionFlow:
+    """The flow of the `LedgerFlowConfig` in `DEX_AGENTS_TESTING_LEDGER_FLOW` (a worker subprocess's)."""
+    raw = os.environ.get(LEDGER_FLOW_ENV)
+    if raw is None:
+        raise UserError(
+            f"{LEDGER_FLOW_ENV} is not set; start the worker with "
+            "`dex_agents.testing.WorkerProcess(WorkerProcessConfig(flow=...))`"
+        )
+    return ledger_flow(LedgerFlowConfig(**json.loads(raw)))

@@ -1,5 +1,5 @@
 """`python -m dex_agents.web`: the same as `dex-agents serve`."""
 
-from ._cli import serve
+from ..cli._serve import serve
 
 serve(prog_name="dex-agents serve")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ...testing import SCRIPTED_MODEL_API_KEY
+from ..._scripted import SCRIPTED_MODEL_API_KEY
 from .._errors import prog
 from ._check import Check
 
