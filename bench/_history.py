@@ -19,7 +19,7 @@ from temporalio.client import Client, WorkflowHandle
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import LedgerFlowConfig, ledger_flow
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 
 from . import _stats
 from ._report import Row

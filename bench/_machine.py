@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
-from dex_agents.temporal import find_temporal_binary
+from dex_agents.temporal._engine import find_temporal_binary
 from dex_agents.testing._hermetic import bundled_cli_path
 
 

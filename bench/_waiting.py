@@ -16,18 +16,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import (
-    AgentSessionFlow,
-    get_agent_snapshot,
-    resolve_interrupt,
-    start_agent_session,
-)
-from dex_agents.testing import (
-    LedgerFlowConfig,
-    WorkerProcess,
-    WorkerProcessConfig,
-    ledger_flow,
-)
+from dex_agents.temporal import AgentSessionFlow, SessionClient
+from dex_agents.testing import WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 
 from . import _stats
 from ._procs import descendants, rss_mb, thread_count
@@ -67,9 +58,7 @@ async def _create(rig: Rig, fleet: _Fleet, session_id: str, number: int) -> None
     of the session: a `wait_for_idle` Update and a Query per session would add
     history and workflow tasks that a waiting session never needs.
     """
-    await start_agent_session(
-        rig.client,
-        fleet.flow,
+    await SessionClient(rig.client, fleet.flow).start(
         session_id,
         initial_message=f'call create_refund {{"orderId": "{number}"}}',
     )
@@ -92,17 +81,15 @@ async def _resume(rig: Rig, fleet: _Fleet, session_id: str) -> float:
     """Approve the session's refund; seconds until its turn completed."""
     handle = rig.client.get_workflow_handle(session_id)
     started = time.monotonic()
-    await resolve_interrupt(
-        rig.client,
-        fleet.flow,
+    await SessionClient(rig.client, fleet.flow).resolve_interrupt(
         session_id,
         interrupt_id=fleet.interrupts[session_id],
         approved=True,
     )
     await handle.execute_update("wait_for_idle", result_type=int)
     elapsed = time.monotonic() - started
-    snapshot = await get_agent_snapshot(
-        rig.client, fleet.flow, session_id, store=fleet.store, turns=1
+    snapshot = await SessionClient(rig.client, fleet.flow, fleet.store).snapshot(
+        session_id, turns=1
     )
     turn = snapshot.turns[-1]
     if turn.status != "completed" or "refunded" not in turn.final_text:

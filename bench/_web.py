@@ -18,7 +18,7 @@ import httpx
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
-from dex_agents.testing import LedgerFlowConfig, ledger_flow
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 
 from . import _stats
 from ._deltas import STAMP, StampingRunner
@@ -32,7 +32,8 @@ APPROVALS = 1000
 async def web_figures(rig: Rig) -> tuple[list[Row], Any]:
     """Both web figures, each on its own app and store."""
     try:
-        from dex_agents.web import create_app, serving
+        from dex_agents.web import create_app
+        from dex_agents.web._server import serving
     except ImportError as err:
         raise BenchError(f"figure 8 needs the `web` extra: {err}") from err
     fan = await _fan_out(rig, create_app, serving)

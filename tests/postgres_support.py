@@ -11,7 +11,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from dex_agents.testing import PostgresNotAvailable, PostgresTestServer
+from dex_agents.testing._postgres_server import PostgresNotAvailable, PostgresTestServer
 
 
 @contextmanager

@@ -1,7 +1,7 @@
 """Tests share one dev server, so a literal session ID may belong to one test only.
 
 Two tests starting the same ID would meet one workflow: the second attaches to
-the first's session, whose worker has stopped. `start_agent_session` refuses
+the first's session, whose worker has stopped. `SessionClient.start` refuses
 that when the flow types differ, but the test would still fail for a reason
 that has nothing to do with what it names.
 """
@@ -12,7 +12,7 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
-_STARTS = {"start": 0, "start_agent_session": 2}
+_STARTS = {"start": 0}
 """Calls that start a session, and the position of their session ID."""
 
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from dex_agents.testing import RefusingProxy, bundled_cli_path
+from dex_agents.testing._hermetic import bundled_cli_path
+from dex_agents.testing._refusing_proxy import RefusingProxy
 from wheel_venv import ROOT, WheelVenv, wheel_venv
 
 

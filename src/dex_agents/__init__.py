@@ -1,11 +1,11 @@
 """Durable agent sessions for the Claude Agent SDK, on Temporal.
 
-The everyday names live here. Engine-bound ones (the client RPCs, worker and
-engine) load on first use, so `import dex_agents.session` stays free of Temporal.
+The everyday names live here. Engine-bound ones (the session client, worker
+and engine) load on first use, so `import dex_agents` stays free of Temporal.
 """
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+import importlib
+import typing
 
 from ._errors import (
     BudgetReachedError,
@@ -35,7 +35,7 @@ from .session import (
     current_deferred_tool_execution,
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from .stores import RuntimeStore, SQLiteRuntimeStore
     from .temporal import (
         AgentSessionFlow,
@@ -43,14 +43,10 @@ if TYPE_CHECKING:
         EmbeddedEngine,
         EngineConfig,
         SessionClient,
+        SessionPlugin,
         create_agent_session_flow,
         create_worker,
-        get_agent_snapshot,
         open_engine,
-        resolve_interrupt,
-        send_user_message,
-        start_agent_session,
-        wait_for_idle,
     )
 
 _LAZY = {
@@ -61,20 +57,16 @@ _LAZY = {
     "EmbeddedEngine": "temporal",
     "EngineConfig": "temporal",
     "SessionClient": "temporal",
+    "SessionPlugin": "temporal",
     "create_agent_session_flow": "temporal",
     "create_worker": "temporal",
-    "get_agent_snapshot": "temporal",
     "open_engine": "temporal",
-    "resolve_interrupt": "temporal",
-    "send_user_message": "temporal",
-    "start_agent_session": "temporal",
-    "wait_for_idle": "temporal",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     if name in _LAZY:
-        return getattr(import_module(f".{_LAZY[name]}", __name__), name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'dex_agents' has no attribute {name!r}")
 
 
@@ -101,6 +93,7 @@ __all__ = [
     "SessionClient",
     "SessionEndedError",
     "SessionError",
+    "SessionPlugin",
     "SpendLimitExceeded",
     "ToolEffect",
     "ToolExecutionError",
@@ -111,10 +104,5 @@ __all__ = [
     "create_agent_session_flow",
     "create_worker",
     "current_deferred_tool_execution",
-    "get_agent_snapshot",
     "open_engine",
-    "resolve_interrupt",
-    "send_user_message",
-    "start_agent_session",
-    "wait_for_idle",
 ]

@@ -108,7 +108,7 @@ class UnknownInterruptError(UserError):
     def __init__(self, session_id: str, interrupt_id: str) -> None:
         super().__init__(
             f"session {session_id!r} has no interrupt {interrupt_id!r}; "
-            "read `pending_interrupts` from `get_agent_snapshot` for valid IDs"
+            "read `pending_interrupts` from `SessionClient.snapshot` for valid IDs"
         )
         self.session_id = session_id
         self.interrupt_id = interrupt_id

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from ._errors import InvalidEditError
 from .session import JsonObject
@@ -17,17 +17,28 @@ def schema_problem(
     import jsonschema.exceptions
 
     validator = jsonschema.Draft202012Validator(dict(schema))
-    error = jsonschema.exceptions.best_match(validator.iter_errors(dict(arguments)))
+    # typeshed leaves best_match's return unannotated (it is the best error or None)
+    # and one iter_errors overload's parameter untyped.
+    error = cast(
+        "jsonschema.exceptions.ValidationError | None",
+        jsonschema.exceptions.best_match(  # pyright: ignore[reportUnknownMemberType]
+            validator.iter_errors(dict(arguments))  # pyright: ignore[reportUnknownMemberType]
+        ),
+    )
     if error is None:
         return None
     field = _field(error.absolute_path)
-    if error.validator == "required" and isinstance(error.validator_value, list):
-        present = error.instance if isinstance(error.instance, Mapping) else {}
-        missing = [
-            str(n)
-            for n in error.validator_value  # pyright: ignore[reportUnknownVariableType]
-            if n not in present
-        ]
+    required: object = error.validator_value
+    if error.validator == "required" and isinstance(required, list):
+        # isinstance leaves the item types unknown; JSON values are all we need.
+        instance: object = error.instance
+        present: Mapping[object, object] = (
+            cast("Mapping[object, object]", instance)
+            if isinstance(instance, Mapping)
+            else {}
+        )
+        names = cast("list[object]", required)
+        missing = [str(n) for n in names if n not in present]
         if missing:
             field = ".".join(filter(None, [field, missing[0]]))
     where = f"field `{field}`" if field else "the input"

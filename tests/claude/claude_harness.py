@@ -15,28 +15,24 @@ from typing import Any
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, ToolAnnotations, tool
 
 from dex_agents._errors import ToolExecutionError
-from dex_agents.claude import (
-    ClaudeAgentDefinition,
-    ClaudeAgentRunner,
-    current_deferred_tool_execution,
-)
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
+from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.session import (
     AgentEvent,
     DeferredToolExecution,
-    ImageReference,
     JsonObject,
-    ResumeState,
     RunModelContext,
     StoredMessage,
     ToolCall,
     ToolCallsRequested,
     ToolEffect,
     ToolPolicy,
-    ToolRecord,
     TurnCompleted,
-    idempotency_key,
 )
-from dex_agents.testing._mock_messages_api import MockMessagesApi
+from dex_agents.session._media import ImageReference
+from dex_agents.session._policy import idempotency_key
+from dex_agents.session._records import ToolRecord, current_deferred_tool_execution
+from dex_agents.session._runner import ResumeState
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 

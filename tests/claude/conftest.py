@@ -11,7 +11,7 @@ from dex_agents.testing._hermetic import (
     hermetic_cli_env,
     is_scrubbed_variable,
 )
-from dex_agents.testing._mock_messages_api import MockMessagesApi
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 

@@ -30,7 +30,6 @@ from claude_harness import Hermetic, Ledger, SessionDriver
 from cli_argv_recorder import recorded_runs, recording_cli
 from dex_agents._errors import UserError
 from dex_agents.claude import (
-    APPROVED_CLI_TOOL_OUTPUT,
     ClaudeAgentDefinition,
     ClaudeAgentOptionsContext,
     ClaudeAgentRunner,
@@ -38,25 +37,26 @@ from dex_agents.claude import (
 )
 from dex_agents.claude._gate import Decision
 from dex_agents.claude._pending_call import PendingCall
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.claude._segment import Segment, SegmentSetup
 from dex_agents.claude._transcript import ClaudeTranscriptStore
 from dex_agents.claude._usage import SegmentObserver
 from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session import (
     AgentSessionOptions,
-    ModelCallMetadata,
-    ResumeState,
     RunModelContext,
     ToolCall,
     ToolCallsRequested,
     ToolPolicy,
-    ToolRecord,
     TurnCompleted,
 )
+from dex_agents.session._records import ToolRecord
+from dex_agents.session._runner import ResumeState
+from dex_agents.session._usage import ModelCallMetadata
 from dex_agents.testing import (
     Ledger as JsonLedger,
 )
-from dex_agents.testing import fake_ledger_connector_tools
+from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 from support.fake_cli import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV, fake_claude_cli_path
 
 # --- shared pieces ------------------------------------------------------------

@@ -32,14 +32,13 @@ from cli_argv_recorder import recording_cli
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._usage import SegmentObserver
 from dex_agents.session import (
-    ModelCallMetadata,
     RunModelContext,
-    SourceTool,
     ToolCallsRequested,
     ToolPolicy,
-    ToolSourceContext,
     TurnCompleted,
 )
+from dex_agents.session._tool_sources import SourceTool, ToolSourceContext
+from dex_agents.session._usage import ModelCallMetadata
 from support.fake_cli import fake_claude_cli_path
 
 # --- shared pieces ------------------------------------------------------------

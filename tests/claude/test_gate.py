@@ -1,7 +1,8 @@
 import pytest
 
 from dex_agents.claude._gate import Decision, ToolCallGate
-from dex_agents.session import ToolCall, ToolPolicy, ToolRecord
+from dex_agents.session import ToolCall, ToolPolicy
+from dex_agents.session._records import ToolRecord
 
 RECORD = ToolRecord(
     tool_call_id="t1", tool_name="refund", arguments={"id": 1}, status="finished"

@@ -12,17 +12,14 @@ from claude_agent_sdk import (
 )
 from claude_harness import SessionDriver
 
-from dex_agents.claude import (
-    ClaudeAgentDefinition,
-    ClaudeAgentRunner,
-    ClaudeCodeToolDenial,
-)
-from dex_agents.claude._definition import ClaudeCodeToolPermission
+from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
+from dex_agents.claude._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
 from dex_agents.claude._gate import ToolCallGate
 from dex_agents.claude._hooks import ToolPermissions
 from dex_agents.claude._pending_call import PendingCall
 from dex_agents.claude._tools import CustomTool
-from dex_agents.session import RunModelContext, ToolPolicy, ToolRecord
+from dex_agents.session import RunModelContext, ToolPolicy
+from dex_agents.session._records import ToolRecord
 
 
 @tool("lookup", "Look up", {"id": str}, annotations=ToolAnnotations(readOnlyHint=True))

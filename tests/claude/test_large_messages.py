@@ -28,7 +28,7 @@ from dex_agents._errors import SessionError
 from dex_agents.claude import _segment
 from dex_agents.claude._limits import CLI_OUTPUT_LINE_LIMIT
 from dex_agents.claude._transcript import transcript_entries
-from dex_agents.testing._script import TextReply, plan_reply
+from dex_agents._scripted._script import TextReply, plan_reply
 
 MB = 1_000_000
 LARGE_WINDOW_ENV = {

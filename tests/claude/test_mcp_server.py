@@ -12,7 +12,8 @@ from dex_agents.claude._mcp_server import (
     tool_use_id_of,
 )
 from dex_agents.claude._tools import CustomTool
-from dex_agents.session import ToolRecord, current_deferred_tool_execution
+from dex_agents.session import current_deferred_tool_execution
+from dex_agents.session._records import ToolRecord
 
 runs: list[dict[str, Any]] = []
 

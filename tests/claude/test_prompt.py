@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from dex_agents.claude._prompt import prompt_stream, prompt_texts, user_message
-from dex_agents.session import turn_failure_note
+from dex_agents.session._runner import turn_failure_note
 
 
 def test_every_unreached_text_becomes_a_block() -> None:

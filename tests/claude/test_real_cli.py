@@ -20,11 +20,8 @@ from claude_harness import Hermetic, Ledger, Reject, SessionDriver, runner_for
 from pydantic import JsonValue
 
 from dex_agents._errors import SessionError
-from dex_agents.claude import (
-    APPROVED_CLI_TOOL_OUTPUT,
-    ClaudeAgentDefinition,
-    ClaudeAgentRunner,
-)
+from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.session import ToolCallsRequested, ToolPolicy
 from dex_agents.stores import DirectoryMediaStore
 

@@ -17,7 +17,8 @@ from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._sources import source_one_reply_text
 from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session import ToolCall, ToolCallsRequested, ToolPolicy
-from dex_agents.testing import Ledger, fake_ledger_connector_tools
+from dex_agents.testing import Ledger
+from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 
 
 def _blocks(message: JsonValue) -> list[dict[str, Any]]:

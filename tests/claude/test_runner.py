@@ -9,13 +9,15 @@ from claude_harness import SessionDriver
 
 import dex_agents.claude as claude
 from dex_agents._errors import ToolExecutionError, UserError
-from dex_agents.claude import (
-    APPROVED_CLI_TOOL_OUTPUT,
-    ClaudeAgentDefinition,
-    ClaudeAgentRunner,
-    current_deferred_tool_execution,
+from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
+from dex_agents.claude._definition import DEFAULT_CUSTOM_TOOL_SERVER_NAME
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
+from dex_agents.claude._transcript import (
+    CLAUDE_TRANSCRIPT_ITEM_KIND,
+    USER_PROMPT_ITEM_KIND,
 )
 from dex_agents.session import DeferredToolExecution, ToolCall, ToolPolicy
+from dex_agents.session._records import current_deferred_tool_execution
 
 seen: list[DeferredToolExecution | None] = []
 
@@ -64,9 +66,9 @@ def test_public_names_are_pinned() -> None:
     )
     assert claude.__all__ == sorted(claude.__all__)
     assert claude.__all__ == public
-    assert claude.DEFAULT_CUSTOM_TOOL_SERVER_NAME == "tools"
-    assert claude.USER_PROMPT_ITEM_KIND == "user_prompt"
-    assert claude.CLAUDE_TRANSCRIPT_ITEM_KIND == "claude_transcript"
+    assert DEFAULT_CUSTOM_TOOL_SERVER_NAME == "tools"
+    assert USER_PROMPT_ITEM_KIND == "user_prompt"
+    assert CLAUDE_TRANSCRIPT_ITEM_KIND == "claude_transcript"
 
 
 def test_imports_without_temporalio() -> None:

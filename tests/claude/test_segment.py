@@ -16,7 +16,9 @@ from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._gate import Decision
 from dex_agents.claude._segment import Segment, SegmentSetup, answered_tool_use_ids
 from dex_agents.claude._transcript import transcript_item
-from dex_agents.session import JsonObject, ResumeState, StoredMessage, ToolRecord
+from dex_agents.session import JsonObject, StoredMessage
+from dex_agents.session._records import ToolRecord
+from dex_agents.session._runner import ResumeState
 
 OPTIONS = ClaudeAgentOptions(cli_path="/nonexistent/claude")
 RECORD = ToolRecord(

@@ -36,15 +36,12 @@ from dex_agents.claude._pending_call import CallKind, PendingCall
 from dex_agents.claude._sources import segment_tools
 from dex_agents.claude._tools import CustomTool
 from dex_agents.connectors import ConnectorToolSource
-from dex_agents.session import (
-    ResumeState,
-    ToolCallsRequested,
-    ToolPolicy,
-    ToolRecord,
-    ToolSource,
-)
+from dex_agents.session import ToolCallsRequested, ToolPolicy
+from dex_agents.session._records import ToolRecord
+from dex_agents.session._runner import ResumeState
+from dex_agents.session._tool_sources import ToolSource
 from dex_agents.testing import Ledger as JsonLedger
-from dex_agents.testing import fake_ledger_connector_tools
+from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 
 TRANSFER = "mcp__tools__transfer"
 """The source tool whose call is pending, as the CLI names it."""

@@ -26,16 +26,14 @@ from gate_rig import (
 )
 
 from dex_agents._errors import SessionError
-from dex_agents.claude import (
-    APPROVED_CLI_TOOL_OUTPUT,
-    ClaudeAgentDefinition,
-    ClaudeAgentRunner,
-)
+from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._gate import ToolCallGate
 from dex_agents.claude._hooks import ToolPermissions
 from dex_agents.claude._pending_call import CallKind, PendingCall
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.claude._tools import CustomTool
-from dex_agents.session import ToolCallsRequested, ToolPolicy, ToolRecord
+from dex_agents.session import ToolCallsRequested, ToolPolicy
+from dex_agents.session._records import ToolRecord
 
 LOOKUP = "mcp__tools__lookup_order"
 REFUND = "mcp__tools__create_refund"

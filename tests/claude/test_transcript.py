@@ -3,8 +3,8 @@ from typing import Any, cast
 from claude_agent_sdk import SessionStore
 from claude_agent_sdk.testing import run_session_store_conformance
 
-from dex_agents.claude import CLAUDE_TRANSCRIPT_ITEM_KIND
 from dex_agents.claude._transcript import (
+    CLAUDE_TRANSCRIPT_ITEM_KIND,
     ClaudeTranscriptStore,
     group_messages,
     last_session_id,

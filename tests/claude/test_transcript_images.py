@@ -11,8 +11,9 @@ import pytest
 
 from dex_agents._errors import SessionError
 from dex_agents.claude._images import IMAGE_REFERENCE_KEY, TranscriptImages
-from dex_agents.session import ImageReference, JsonObject
-from dex_agents.stores import InMemoryMediaStore
+from dex_agents.session import JsonObject
+from dex_agents.session._media import ImageReference
+from dex_agents.stores._media import InMemoryMediaStore
 
 PNG = b"\x89PNG\r\n\x1a\n one pixel"
 JPEG = b"\xff\xd8\xff\xe0 a photo"

@@ -10,7 +10,7 @@ from claude_agent_sdk import (
 )
 
 from dex_agents.claude._usage import SegmentObserver, cumulative_cost, provider_name
-from dex_agents.session import ModelCallMetadata, Usage
+from dex_agents.session._usage import ModelCallMetadata, Usage
 
 
 def result(**overrides: Any) -> ResultMessage:

@@ -8,12 +8,8 @@ from pathlib import Path
 from types import ModuleType
 
 from dex_agents.temporal import EmbeddedEngine
-from dex_agents.testing import (
-    MockMessagesApi,
-    RefusingProxy,
-    WorkerProcess,
-    WorkerProcessConfig,
-)
+from dex_agents.testing import MockMessagesApi, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._refusing_proxy import RefusingProxy
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

@@ -13,13 +13,9 @@ import pytest_asyncio
 from claude_rig import EXAMPLES, ClaudeRig, worker_process
 
 from dex_agents.temporal import EmbeddedEngine
-from dex_agents.testing import (
-    MockMessagesApi,
-    RefusingProxy,
-    WorkerProcess,
-    bundled_cli_path,
-    hermetic_cli_env,
-)
+from dex_agents.testing import MockMessagesApi, WorkerProcess
+from dex_agents.testing._hermetic import bundled_cli_path, hermetic_cli_env
+from dex_agents.testing._refusing_proxy import RefusingProxy
 
 
 @pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]

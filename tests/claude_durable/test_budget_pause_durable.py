@@ -15,7 +15,7 @@ from dex_agents import AgentSessionOptions
 from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session_flow
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import bundled_cli_path
+from dex_agents.testing._hermetic import bundled_cli_path
 
 pytestmark = pytest.mark.timeout(180)
 

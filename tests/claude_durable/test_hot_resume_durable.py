@@ -28,11 +28,11 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from dex_agents.cli._app import main
+from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import (
     AgentSessionFlow,
     EmbeddedEngine,
-    Interrupt,
     SessionClient,
     create_worker,
 )

@@ -36,11 +36,8 @@ from dex_agents.claude import (
     ClaudeAgentOptionsContext,
     create_claude_agent_session_flow,
 )
-from dex_agents.session import (
-    INLINE_TEXT_LIMIT,
-    MAX_USER_MESSAGE_BYTES,
-    blob_reference,
-)
+from dex_agents.session._blob import blob_reference
+from dex_agents.session._pending import INLINE_TEXT_LIMIT, MAX_USER_MESSAGE_BYTES
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 

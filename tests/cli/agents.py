@@ -10,7 +10,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from dex_agents.testing import LedgerFlowConfig, ledger_flow
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 
 _base = Path(os.environ.get("DEX_AGENTS_TEST_DIR") or tempfile.mkdtemp())
 (_base / "gates").mkdir(parents=True, exist_ok=True)

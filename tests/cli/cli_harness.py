@@ -19,10 +19,11 @@ from pathlib import Path
 import pexpect
 from click.testing import CliRunner, Result
 
-from dex_agents.cli import main
+from dex_agents.cli._app import main
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
-from dex_agents.testing import Ledger, LedgerFlowConfig
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import LedgerFlowConfig
 
 HERE = Path(__file__).parent
 DEX_AGENTS = str(Path(sys.executable).parent / "dex-agents")

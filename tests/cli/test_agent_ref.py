@@ -10,7 +10,7 @@ from dex_agents.cli._agent_ref import load_flow
 from dex_agents.cli._errors import BadArgumentError
 
 _FACTORY = """
-from dex_agents.testing import LedgerFlowConfig, ledger_flow
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 
 def make():
     return ledger_flow(

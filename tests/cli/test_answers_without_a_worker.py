@@ -10,7 +10,8 @@ from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import ledger_flow
 
 
 async def test_approve_with_no_worker_is_recorded_and_the_write_runs_once(

@@ -24,7 +24,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
-from dex_agents.testing import ledger_flow
+from dex_agents.testing._ledger_flow import ledger_flow
 
 RUN = uuid.uuid4().hex[:6]
 

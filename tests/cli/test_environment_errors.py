@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from cli_harness import DEX_AGENTS
 
-from dex_agents.session import EventRecord
+from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
 
 

@@ -8,7 +8,7 @@ import subprocess
 
 from cli_harness import DEX_AGENTS, Served, invoke
 
-from dex_agents.cli import main
+from dex_agents.cli._app import main
 
 
 async def test_every_command_help_has_examples_of_itself() -> None:

@@ -15,7 +15,8 @@ from temporalio.client import Client
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import ledger_flow
 
 RUN = uuid.uuid4().hex[:6]
 """Suffix of session IDs: the run's dev server outlives a single test."""
@@ -96,6 +97,7 @@ async def test_worker_serves_the_agent_on_a_running_server(
     await sessions.start(f"w-1-{RUN}", initial_message="say hello")
     snap = await sessions.wait_for_idle(f"w-1-{RUN}")
     assert snap.turns[0].final_text == "said: hello"
+    assert sessions.store is not None
     await sessions.store.close()
     worker_process.sendintr()
     worker_process.expect("stopped")
@@ -192,6 +194,7 @@ async def test_a_chat_card_answered_elsewhere_is_refreshed(
     try:
         assert await sessions.resolve_interrupt(sid, interrupt_id, approved=True)
     finally:
+        assert sessions.store is not None
         await sessions.store.close()
     chat.expect("answered elsewhere")
     chat.expect(f"approved create_refund \\({interrupt_id}\\)")
@@ -258,5 +261,6 @@ async def test_events_follow_prints_new_events_until_ctrl_c(
     await sessions.send_user_message(f"e-1-{RUN}", "say two")
     follow.expect('text_delta +"said: two"')
     follow.expect("turn_completed")
+    assert sessions.store is not None
     await sessions.store.close()
     assert follow.stop() == 0

@@ -15,7 +15,7 @@ from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
-from dex_agents.testing import ledger_flow
+from dex_agents.testing._ledger_flow import ledger_flow
 
 
 async def _waiting_for_refund(served: Served, order: str = "7") -> tuple[str, str]:

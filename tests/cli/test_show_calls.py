@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from dex_agents.cli._views import turn_calls
-from dex_agents.session import EventRecord, ToolRecord
+from dex_agents.session._events import EventRecord
+from dex_agents.session._records import ToolRecord
+from dex_agents.session._state import TurnSummary
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import TurnSummary
 
 
 def _call_events(session_id: str, turn: int) -> list[EventRecord]:

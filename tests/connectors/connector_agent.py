@@ -18,10 +18,11 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.connectors import ConnectorToolSource
-from dex_agents.session import SourceTool, ToolSource, ToolSourceContext
+from dex_agents.session._tool_sources import SourceTool, ToolSource, ToolSourceContext
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, fake_ledger_connector_tools
+from dex_agents.testing import Ledger
+from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 from support.fake_cli import fake_claude_cli_path
 
 

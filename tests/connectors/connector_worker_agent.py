@@ -25,7 +25,7 @@ from dex_agents.claude import (
 )
 from dex_agents.connectors import ConnectorToolSource
 from dex_agents.temporal import AgentSessionFlow
-from dex_agents.testing import fake_ledger_connector_tools
+from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 from support.fake_cli import fake_claude_cli_path
 
 CONFIG_ENV = "DEX_CONNECTOR_WORKER_CONFIG"

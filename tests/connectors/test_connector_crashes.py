@@ -23,8 +23,9 @@ from connector_worker_agent import (
 )
 from temporalio.client import Client
 
+from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import AgentSnapshot, EmbeddedEngine, Interrupt, SessionClient
+from dex_agents.temporal import AgentSnapshot, EmbeddedEngine, SessionClient
 from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
 from support.fake_cli import with_support_importable
 

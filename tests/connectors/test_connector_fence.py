@@ -10,16 +10,19 @@ from temporalio.client import Client
 
 from dex_agents import SessionError
 from dex_agents.connectors import (
-    ConnectorFence,
-    ConnectorInvocation,
     ConnectorOperation,
-    ConnectorResult,
-    ConnectorRetry,
     ConnectorToolSource,
-    connector_call_id,
     connector_tool,
 )
-from dex_agents.session import DeferredToolExecution, JsonObject, JsonValue, ToolCall
+from dex_agents.connectors._model import (
+    ConnectorFence,
+    ConnectorInvocation,
+    ConnectorResult,
+    ConnectorRetry,
+    connector_call_id,
+)
+from dex_agents.session import DeferredToolExecution, JsonObject, ToolCall
+from dex_agents.session._json import JsonValue
 from dex_agents.testing import Ledger
 
 _SCHEMA: JsonObject = {

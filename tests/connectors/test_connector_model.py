@@ -12,13 +12,13 @@ from claude_agent_sdk import ClaudeAgentOptions, tool
 
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.connectors import ConnectorToolSource, connector_tool
-from dex_agents.session import (
-    DeferredToolExecution,
+from dex_agents.session import DeferredToolExecution
+from dex_agents.session._tool_sources import (
     SourceCallRefused,
     SourceTool,
     ToolSourceContext,
 )
-from dex_agents.testing import (
+from dex_agents.testing._fake_ledger_connector import (
     FAKE_LEDGER_MANIFEST,
     fake_ledger_connector_tools,
     fake_ledger_operations,

@@ -24,11 +24,11 @@ from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions, ToolPolicy
 from dex_agents.claude import (
-    DEFAULT_CUSTOM_TOOL_SERVER_NAME,
     ClaudeAgentDefinition,
     ClaudeAgentOptionsContext,
     create_claude_agent_session_flow,
 )
+from dex_agents.claude._definition import DEFAULT_CUSTOM_TOOL_SERVER_NAME
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
 from dex_agents.testing import Ledger

@@ -20,11 +20,11 @@ from typing import Any
 from fake_suite_agent import BASH_LOG, CONFIG_ENV, SuiteConfig, build_flow
 from temporalio.client import Client
 
+from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import (
     AgentSnapshot,
     EmbeddedEngine,
-    Interrupt,
     SessionClient,
     create_worker,
 )

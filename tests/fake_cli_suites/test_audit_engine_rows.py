@@ -11,7 +11,7 @@ from fake_suite_rig import SuiteEnv, in_process
 
 from cli_argv_recorder import recorded_runs, recording_cli
 from dex_agents import AgentSessionOptions, ToolPolicy
-from dex_agents.claude import APPROVED_CLI_TOOL_OUTPUT
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.temporal import AgentSnapshot, SessionClient
 
 # --- rows 133 and 144 ---------------------------------------------------------

@@ -11,7 +11,7 @@ from __future__ import annotations
 from fake_suite_agent import DENY_MARKER
 from fake_suite_rig import SuiteEnv, in_process
 
-from dex_agents.claude import APPROVED_CLI_TOOL_OUTPUT
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 
 
 async def test_an_idempotent_write_retries_under_one_key(suite: SuiteEnv) -> None:

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner, Result
 from fake_suite_rig import SuiteEnv, worker_process
 
-from dex_agents.cli import main
+from dex_agents.cli._app import main
 
 pytestmark = pytest.mark.timeout(240)
 

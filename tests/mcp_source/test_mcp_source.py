@@ -19,10 +19,9 @@ from dex_agents.connectors import (
     MCPServerStdio,
     MCPServerToolSource,
 )
-from dex_agents.session import (
+from dex_agents.session import ToolOutcome, ToolPolicy
+from dex_agents.session._tool_sources import (
     SourceCallRefused,
-    ToolOutcome,
-    ToolPolicy,
     ToolSourceContext,
     ToolStepOptions,
 )

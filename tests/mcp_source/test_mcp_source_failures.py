@@ -22,12 +22,8 @@ from temporalio.converter import DataConverter
 from dex_agents import SessionError, ToolExecutionError
 from dex_agents.connectors import MCPServerStdio, MCPServerToolSource
 from dex_agents.connectors._mcp_source import _MAX_OUTPUT_BYTES, _result_text
-from dex_agents.session import (
-    SourceCallRefused,
-    ToolEffect,
-    ToolPolicy,
-    ToolSourceContext,
-)
+from dex_agents.session import ToolEffect, ToolPolicy
+from dex_agents.session._tool_sources import SourceCallRefused, ToolSourceContext
 from dex_agents.testing import Ledger
 
 CONTEXT = ToolSourceContext(session_id="session-1", turn_id="turn-1", attempt=1)

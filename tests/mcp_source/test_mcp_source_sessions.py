@@ -8,7 +8,7 @@ from mcp_source_rig import http_server, mcp_agent, stdio_server
 from temporalio.client import Client
 
 from dex_agents.connectors import MCPServerToolSource
-from dex_agents.session import idempotency_key
+from dex_agents.session._policy import idempotency_key
 from dex_agents.testing import Ledger
 
 

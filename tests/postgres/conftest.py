@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dex_agents.testing import PostgresTestServer
+from dex_agents.testing._postgres_server import PostgresTestServer
 from postgres_support import postgres_or_skip
 
 

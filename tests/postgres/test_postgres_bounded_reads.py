@@ -13,9 +13,9 @@ from psycopg import sql
 
 from dex_agents.postgres import PostgresRuntimeStore
 from dex_agents.session import StoredMessage
-from dex_agents.stores import BlobConflictError
 from dex_agents.stores._postgres import _chain
-from dex_agents.testing import PostgresTestServer
+from dex_agents.stores._protocols import BlobConflictError
+from dex_agents.testing._postgres_server import PostgresTestServer
 
 
 def _prefix() -> str:

@@ -11,8 +11,8 @@ from psycopg import sql
 
 from dex_agents import UserError
 from dex_agents.postgres import PostgresRuntimeStore
-from dex_agents.session import EventRecord
-from dex_agents.testing import PostgresTestServer
+from dex_agents.session._events import EventRecord
+from dex_agents.testing._postgres_server import PostgresTestServer
 
 
 def _event(session_id: str, seq: int) -> EventRecord:

@@ -10,17 +10,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from dex_agents.cli import main
+from dex_agents.cli._app import main
 from dex_agents.postgres import PostgresRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import (
-    Ledger,
-    LedgerFlowConfig,
-    PostgresTestServer,
-    WorkerProcess,
-    WorkerProcessConfig,
-    ledger_flow,
-)
+from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
+from dex_agents.testing._postgres_server import PostgresTestServer
 
 
 async def _cli(*args: str) -> tuple[int, str]:

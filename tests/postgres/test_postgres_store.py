@@ -10,19 +10,16 @@ import pytest
 
 from dex_agents import UserError
 from dex_agents.postgres import PostgresRuntimeStore
-from dex_agents.session import EventRecord
-from dex_agents.stores import (
-    RuntimeStore,
-    is_database_url,
-    open_runtime_store,
-    run_runtime_store_conformance,
-)
-from dex_agents.testing import PostgresTestServer
+from dex_agents.session._events import EventRecord
+from dex_agents.stores import RuntimeStore, open_runtime_store
+from dex_agents.stores._open import is_database_url
+from dex_agents.testing import run_runtime_store_conformance
+from dex_agents.testing._postgres_server import PostgresTestServer
 
 _WRITER = """
 import asyncio, sys
 from dex_agents.postgres import PostgresRuntimeStore
-from dex_agents.session import EventRecord
+from dex_agents.session._events import EventRecord
 
 async def main(dsn: str, prefix: str, writer: str, count: int) -> None:
     store = await PostgresRuntimeStore.open(dsn, table_prefix=prefix)

@@ -33,7 +33,7 @@ from pydantic import JsonValue
 from dex_agents.claude import _process
 from dex_agents.claude._transcript import kept_entries
 from dex_agents.testing import _hermetic
-from dex_agents.testing._mock_messages_api import MockMessagesApi
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 CONTINUE = "Continue from where you left off."

@@ -13,7 +13,7 @@ from dex_agents.testing._hermetic import (
     bundled_cli_path,
     hermetic_cli_env,
 )
-from dex_agents.testing._mock_messages_api import MockMessagesApi
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 

@@ -21,7 +21,7 @@ from claude_agent_sdk import (
     tool,
 )
 
-from dex_agents.testing._mock_messages_api import MockMessagesApi
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 

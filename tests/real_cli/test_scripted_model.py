@@ -1,7 +1,7 @@
 import pytest
 from pydantic import JsonValue
 
-from dex_agents.testing._script import (
+from dex_agents._scripted._script import (
     Call,
     Fail,
     PlannedReply,

@@ -7,20 +7,20 @@ from typing import get_args
 
 from dex_agents.session import (
     AgentEvent,
-    AgentEventType,
-    BlobReference,
-    EventRecord,
-    SessionEndedEvent,
     TextDeltaEvent,
     ToolCallFinishedEvent,
-    TurnStartedEvent,
-    agent_event,
     event_payload,
-    event_time,
-    stamped,
 )
+from dex_agents.session._blob import BlobReference
 from dex_agents.session._events import (  # pyright: ignore[reportPrivateUsage]
     _PAYLOAD,  # every payload type, to check that each event type has one
+    AgentEventType,
+    EventRecord,
+    SessionEndedEvent,
+    TurnStartedEvent,
+    agent_event,
+    event_time,
+    stamped,
 )
 
 AT = datetime(2026, 12, 1, 12, 0, 0, 250_000, tzinfo=UTC)

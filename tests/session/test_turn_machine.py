@@ -17,35 +17,37 @@ import pytest
 from pydantic import TypeAdapter
 
 from dex_agents.session import (
-    ActiveTurn,
     AgentEvent,
     AgentSessionOptions,
+    JsonObject,
+    ToolCall,
+    ToolPolicy,
+)
+from dex_agents.session._blob import BlobReference
+from dex_agents.session._media import ImageReference
+from dex_agents.session._pending import TurnFailureNote, UserPrompt, failure_note
+from dex_agents.session._records import ToolCallEdit, ToolRecord
+from dex_agents.session._state import (
+    ActiveTurn,
+    FinishedTurn,
+    Interrupt,
+    SessionInput,
+    SessionState,
+    TurnSummary,
+    session_status,
+)
+from dex_agents.session._turns import (
     AwaitApprovalStep,
-    BlobReference,
     CallToolStep,
     ContinueAsNewStep,
-    FinishedTurn,
-    ImageReference,
-    Interrupt,
-    JsonObject,
     OpenBudgetStep,
     OpenInterruptStep,
     PublishStep,
     Refusal,
     RunModelStep,
     SegmentResume,
-    SessionInput,
-    SessionState,
-    ToolCall,
-    ToolCallEdit,
-    ToolPolicy,
-    ToolRecord,
     Transition,
-    TurnFailureNote,
-    TurnSummary,
     UpdateOutcome,
-    Usage,
-    UserPrompt,
     advance,
     apply_resolution,
     approval_settled,
@@ -55,7 +57,6 @@ from dex_agents.session import (
     check_message,
     check_resolution,
     end_session,
-    failure_note,
     finish_session,
     has_work,
     model_answered,
@@ -68,12 +69,12 @@ from dex_agents.session import (
     record_unknown_outcome,
     request_cancel,
     session_finished,
-    session_status,
     settle_approval,
     start_turn,
     starting_state,
     waiting_call,
 )
+from dex_agents.session._usage import Usage
 
 Change = Callable[[SessionState], "Transition | UpdateOutcome | SessionState"]
 CARRIED = Path(__file__).parent.parent / "carried_states"
@@ -1116,8 +1117,8 @@ def test_a_long_message_must_travel_by_reference() -> None:
         Refusal(
             reason="invalid_message",
             message="a user message of 2050 bytes must travel by reference (more than "
-            "2048 bytes inline); send it with `dex_agents.send_user_message` or "
-            "`SessionClient`, which store it first",
+            "2048 bytes inline); send it with `SessionClient.send_user_message`, "
+            "which stores it first",
         )
     )
     assert check_message(state, UserPrompt(text=text, text_ref=REF)) is None

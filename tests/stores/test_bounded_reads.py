@@ -9,14 +9,10 @@ import pytest
 
 from dex_agents import UserError
 from dex_agents.session import JsonObject, StoredMessage
-from dex_agents.stores import (
-    BlobConflictError,
-    InMemoryRuntimeStore,
-    RuntimeStore,
-    SQLiteRuntimeStore,
-    run_runtime_store_conformance,
-)
+from dex_agents.stores import InMemoryRuntimeStore, RuntimeStore, SQLiteRuntimeStore
+from dex_agents.stores._protocols import BlobConflictError
 from dex_agents.stores._sqlite import _CHAIN
+from dex_agents.testing import run_runtime_store_conformance
 
 
 def _msg(text: str) -> StoredMessage:

@@ -8,18 +8,15 @@ from uuid import uuid4
 
 import pytest
 
-from dex_agents.session import EventRecord, JsonObject, StoredMessage
-from dex_agents.stores import (
-    InMemoryRuntimeStore,
-    RuntimeStore,
-    SegmentConflictError,
-    SQLiteRuntimeStore,
-    run_runtime_store_conformance,
-)
+from dex_agents.session import JsonObject, StoredMessage
+from dex_agents.session._events import EventRecord
+from dex_agents.stores import InMemoryRuntimeStore, RuntimeStore, SQLiteRuntimeStore
+from dex_agents.stores._protocols import SegmentConflictError
+from dex_agents.testing import run_runtime_store_conformance
 
 _WRITER = """
 import asyncio, sys
-from dex_agents.session import EventRecord
+from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
 
 async def main(path: str, writer: str, count: int) -> None:

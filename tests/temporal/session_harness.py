@@ -8,7 +8,8 @@ from pathlib import Path
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSessionFlow, SessionClient
-from dex_agents.testing import Ledger, LedgerFlowConfig
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import LedgerFlowConfig
 
 
 @dataclass

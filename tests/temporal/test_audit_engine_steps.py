@@ -24,30 +24,24 @@ from temporalio.client import (
 from temporalio.exceptions import ApplicationError
 
 from dex_agents import EngineError
-from dex_agents.session import (
-    RunModelContext,
-    ToolCallsRequested,
-    TurnCompleted,
-    Usage,
-    UserPrompt,
-)
+from dex_agents.session import RunModelContext, ToolCallsRequested, TurnCompleted
+from dex_agents.session._pending import UserPrompt
+from dex_agents.session._usage import Usage
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import (
     AgentSessionFlow,
-    AgentSessionWorkflow,
     SessionClient,
     create_agent_session_flow,
     create_worker,
 )
 from dex_agents.temporal._models import ActiveTurn
-from dex_agents.temporal._workflow import WORKFLOW_BUG_TYPES, define_workflow_class
-from dex_agents.testing import (
-    Ledger,
-    LedgerFlowConfig,
-    ScriptedRunner,
-    ledger_flow,
-    ledger_tools,
+from dex_agents.temporal._workflow import (
+    WORKFLOW_BUG_TYPES,
+    AgentSessionWorkflow,
+    define_workflow_class,
 )
+from dex_agents.testing import Ledger, ScriptedRunner
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow, ledger_tools
 
 
 class _RecordingRunner(ScriptedRunner):

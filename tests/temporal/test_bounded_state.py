@@ -17,14 +17,12 @@ from temporalio.client import Client
 from temporalio.common import RawValue
 
 from dex_agents import UserError
-from dex_agents.session import (
-    MAX_QUEUED_MESSAGES,
-    MAX_USER_MESSAGE_BYTES,
-    blob_reference,
-)
+from dex_agents.session._blob import blob_reference
+from dex_agents.session._pending import MAX_QUEUED_MESSAGES, MAX_USER_MESSAGE_BYTES
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
-from dex_agents.testing import Ledger, LedgerFlowConfig, ledger_flow
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 
 CARRIED_LIMIT = 64 * 1024
 EVENT_LIMIT = 256 * 1024

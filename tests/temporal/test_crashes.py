@@ -15,7 +15,8 @@ from temporalio.client import Client
 from dex_agents.session import StoredMessage
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig, ledger_flow
+from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._ledger_flow import ledger_flow
 
 
 @dataclass

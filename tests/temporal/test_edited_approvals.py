@@ -12,7 +12,7 @@ from temporalio.client import Client
 from dex_agents import InvalidArgumentError, InvalidEditError
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import ledger_flow
+from dex_agents.testing._ledger_flow import ledger_flow
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from dex_agents.session import AgentEvent, EventRecord
+from dex_agents.session import AgentEvent
+from dex_agents.session._events import EventRecord
 from dex_agents.stores import InMemoryRuntimeStore
 from dex_agents.temporal._events import StoreEventSink
 

@@ -20,18 +20,18 @@ import pytest_asyncio
 from click.testing import CliRunner, Result
 from session_harness import Harness, make_config
 
-from dex_agents.cli import main
-from dex_agents.session import (
+from dex_agents.cli._app import main
+from dex_agents.session import ToolCallFinishedEvent, event_payload
+from dex_agents.session._events import (
     EventRecord,
     SegmentRerunEvent,
     ToolCallAttemptFailedEvent,
-    ToolCallFinishedEvent,
     TurnCompletedEvent,
-    event_payload,
 )
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig, ledger_flow
+from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._ledger_flow import ledger_flow
 
 STARTED = datetime.now(UTC) - timedelta(minutes=1)
 

@@ -18,10 +18,11 @@ from session_harness import make_config
 from temporalio.client import Client
 
 from dex_agents import IdleTimeoutError, NoWorkerError
-from dex_agents.session import SessionInput
+from dex_agents.session._state import SessionInput
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import ledger_flow
 
 
 async def test_a_resolution_with_no_worker_is_recorded_and_applies_once(

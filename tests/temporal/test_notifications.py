@@ -11,10 +11,12 @@ import pytest
 from session_harness import make_config
 from temporalio.client import Client
 
-from dex_agents.notify import ID_HEADER, verify_signature
+from dex_agents.notify import verify_signature
+from dex_agents.notify._webhook import ID_HEADER
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import ledger_flow
 from webhook_receiver import Receiver, receiver
 
 pytestmark = pytest.mark.timeout(120)

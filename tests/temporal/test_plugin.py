@@ -15,13 +15,10 @@ from temporalio.worker import Worker
 
 from dex_agents import UserError
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import (
-    SessionClient,
-    SessionPlugin,
-    create_agent_session_flow,
-    session_plugin,
-)
-from dex_agents.testing import Ledger, ScriptedRunner, ledger_flow
+from dex_agents.temporal import SessionClient, SessionPlugin, create_agent_session_flow
+from dex_agents.temporal._plugin import session_plugin
+from dex_agents.testing import Ledger, ScriptedRunner
+from dex_agents.testing._ledger_flow import ledger_flow
 
 
 @activity.defn(name="plugin_test_shout")
@@ -99,22 +96,17 @@ async def test_an_own_client_and_worker_serve_two_flows_sandboxed_beside_own_wor
 async def test_a_long_message_through_an_own_client_uses_the_plugin_s_store(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    """The module-level RPCs find the store on the client's plugin."""
-    from dex_agents.temporal import (
-        send_user_message,
-        start_agent_session,
-        wait_for_idle,
-    )
-
+    """A `SessionClient` without a store finds the store on the client's plugin."""
     flow = ledger_flow(make_config(tmp_path, flow_type))
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     plugin = SessionPlugin([flow], store=store)
     own = await _own_client(client, plugin)
+    sessions = SessionClient(own, flow)
     text = "digest " + "x" * 100_000
     async with Worker(own, task_queue=flow.task_queue):
-        await start_agent_session(own, flow, "plugin-long")
-        assert await send_user_message(own, flow, "plugin-long", text)
-        snap = await wait_for_idle(own, flow, "plugin-long")
+        await sessions.start("plugin-long")
+        assert await sessions.send_user_message("plugin-long", text)
+        snap = await sessions.wait_for_idle("plugin-long")
     await store.close()
     assert snap.turns[-1].final_text.startswith(f"digest: {len(text)} chars")
 

@@ -18,9 +18,10 @@ from session_harness import make_config
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
+from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import Interrupt, SessionClient, SessionPlugin, create_worker
-from dex_agents.testing import ledger_flow
+from dex_agents.temporal import SessionClient, SessionPlugin, create_worker
+from dex_agents.testing._ledger_flow import ledger_flow
 from webhook_receiver import Receiver, receiver
 
 HISTORIES = Path(__file__).parent.parent / "histories"

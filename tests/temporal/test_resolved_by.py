@@ -16,10 +16,10 @@ from session_harness import make_config
 from temporalio.client import Client
 
 from dex_agents import NoWorkerError
-from dex_agents.session import EventRecord
+from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import ledger_flow
+from dex_agents.testing._ledger_flow import ledger_flow
 
 REFUND = 'call create_refund {"orderId": "8"}'
 

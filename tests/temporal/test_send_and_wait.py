@@ -17,7 +17,7 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from dex_agents import UserError
-from dex_agents.session import Usage
+from dex_agents.session._usage import Usage
 from dex_agents.temporal import AgentSnapshot, SessionClient
 from dex_agents.temporal._models import SessionInput, UserMessageInput
 

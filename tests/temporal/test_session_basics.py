@@ -11,8 +11,9 @@ from session_harness import Harness, make_config
 from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions, UnknownInterruptError, UserError
-from dex_agents.temporal import create_agent_session_flow, start_agent_session
-from dex_agents.testing import ScriptedRunner, ledger_flow
+from dex_agents.temporal import SessionClient, create_agent_session_flow
+from dex_agents.testing import ScriptedRunner
+from dex_agents.testing._ledger_flow import ledger_flow
 
 
 async def test_say_turn_completes_and_snapshot_holds_messages(harness: Harness) -> None:
@@ -182,6 +183,6 @@ async def test_a_session_id_held_by_another_flow_type_is_a_clear_error(
     # Without the check this would wait forever: no worker serves the other type.
     async with asyncio.timeout(20):
         with pytest.raises(UserError, match=f"session '{sid}' already exists as a"):
-            await start_agent_session(client, other, sid, initial_message="hi")
+            await SessionClient(client, other).start(sid, initial_message="hi")
     snap = await harness.sessions.wait_for_idle(sid)
     assert [t.final_text for t in snap.turns] == ["said: first"]

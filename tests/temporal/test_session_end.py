@@ -11,7 +11,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Replayer
 
 from dex_agents import SessionBusyError, SessionEndedError
-from dex_agents.session import SessionEndedEvent, event_payload
+from dex_agents.session import event_payload
+from dex_agents.session._events import SessionEndedEvent
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionPlugin
 

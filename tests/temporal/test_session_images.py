@@ -10,8 +10,10 @@ from session_harness import Harness
 from temporalio.client import Client
 
 from dex_agents import UserError
-from dex_agents.session import ImageReference, JsonObject
-from dex_agents.stores import InMemoryMediaStore, SQLiteRuntimeStore
+from dex_agents.session import JsonObject
+from dex_agents.session._media import ImageReference
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.stores._media import InMemoryMediaStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
 from dex_agents.testing import ScriptedRunner
 

@@ -9,10 +9,11 @@ from pathlib import Path
 from session_harness import Harness, make_config
 from temporalio.client import Client
 
-from dex_agents.session import AgentSessionOptions, EventRecord
+from dex_agents.session import AgentSessionOptions
+from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import ledger_flow
+from dex_agents.testing._ledger_flow import ledger_flow
 
 
 async def test_idempotent_write_retries_with_the_same_key(harness: Harness) -> None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from opentelemetry.trace import SpanKind, StatusCode
 from session_harness import Harness
 
-from dex_agents.otel import chat_span_attributes
-from dex_agents.session import ModelCallMetadata, Usage
+from dex_agents.otel._spans import chat_span_attributes
+from dex_agents.session._usage import ModelCallMetadata, Usage
 from tracing_support import span_exporter
 
 

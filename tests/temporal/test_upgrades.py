@@ -20,7 +20,8 @@ from temporalio.common import RawValue
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, ledger_flow
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import ledger_flow
 
 CARRIED = Path(__file__).parent.parent / "carried_states"
 

@@ -21,7 +21,8 @@ from dex_agents.claude._transcript import (
 from dex_agents.session import JsonObject
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing import Ledger, LedgerFlowConfig, ledger_flow
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 
 
 def _entries(item: JsonObject) -> list[JsonValue]:

@@ -22,17 +22,7 @@ from click.testing import CliRunner
 from pydantic import JsonValue
 from temporalio.client import Client
 
-from dex_agents.cli import main
-from dex_agents.examples import support_agent
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
-from dex_agents.testing import (
-    UNSCRIPTED_REPLY,
-    RefusingProxy,
-    bundled_cli_path,
-    scripted_model,
-)
-from dex_agents.testing._script import (
+from dex_agents._scripted._script import (
     PlannedReply,
     ScriptError,
     TextReply,
@@ -40,6 +30,14 @@ from dex_agents.testing._script import (
     ToolUseReply,
     plan_reply,
 )
+from dex_agents._scripted._scripted_model import UNSCRIPTED_REPLY
+from dex_agents.cli._app import main
+from dex_agents.examples import support_agent
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
+from dex_agents.testing import scripted_model
+from dex_agents.testing._hermetic import bundled_cli_path
+from dex_agents.testing._refusing_proxy import RefusingProxy
 
 REMINDER = "<system-reminder>\n<total_tokens>14999950 tokens left</total_tokens>\n</system-reminder>"
 CONTINUE = "Continue from where you left off."

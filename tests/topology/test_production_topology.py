@@ -24,14 +24,10 @@ from topology_flow import make_flow
 
 from dex_agents.postgres import PostgresRuntimeStore
 from dex_agents.s3 import S3MediaStore
-from dex_agents.session import ImageReference
+from dex_agents.session._media import ImageReference
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import (
-    Ledger,
-    PostgresTestServer,
-    WorkerProcess,
-    WorkerProcessConfig,
-)
+from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._postgres_server import PostgresTestServer
 from moto_s3 import MotoS3, moto_s3
 from postgres_support import postgres_or_skip
 

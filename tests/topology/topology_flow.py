@@ -20,20 +20,15 @@ from dex_agents.s3 import S3MediaStore
 from dex_agents.session import (
     AgentSessionOptions,
     DeferredToolExecution,
-    ImageReference,
     JsonObject,
     RunModelContext,
     ToolCallsRequested,
     TurnCompleted,
 )
+from dex_agents.session._media import ImageReference
 from dex_agents.temporal import AgentSessionFlow, create_agent_session_flow
-from dex_agents.testing import (
-    LEDGER_TOOL_POLICIES,
-    Ledger,
-    ScriptedRunner,
-    ScriptedTool,
-    ledger_tools,
-)
+from dex_agents.testing import Ledger, ScriptedRunner, ScriptedTool
+from dex_agents.testing._ledger_flow import LEDGER_TOOL_POLICIES, ledger_tools
 
 FLOW_TYPE = "TopologySession"
 

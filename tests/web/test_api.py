@@ -13,8 +13,9 @@ from web_rig import WebRig, bearer, ledger_config, role_tokens
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
-from dex_agents.testing import ledger_flow
-from dex_agents.web import WebOptions, create_app, serving
+from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.web import WebOptions, create_app
+from dex_agents.web._server import serving
 
 REFUND = 'call create_refund {"orderId": "7"}'
 
@@ -501,7 +502,7 @@ async def test_cors_is_off_by_default_and_configurable(
 
 async def test_an_app_without_tokens_is_refused(client: Client, tmp_path: Path) -> None:
     from dex_agents import UserError
-    from dex_agents.web import TokenSet
+    from dex_agents.web._tokens import TokenSet
 
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     with pytest.raises(UserError, match="no tokens"):

@@ -27,8 +27,9 @@ from test_pages import csrf_of, sign_in
 from web_rig import WebRig, bearer, ledger_config, role_tokens, serve_ledger
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.testing import ledger_flow
-from dex_agents.web import WebOptions, create_app, serving
+from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.web import WebOptions, create_app
+from dex_agents.web._server import serving
 
 REFUND = 'call create_refund {"orderId": "7"}'
 

@@ -17,8 +17,10 @@ from web_rig import Sse, SseReader, WebRig, bearer, ledger_config, role_tokens
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import WorkerProcess, WorkerProcessConfig, ledger_flow
-from dex_agents.web import create_app, serving
+from dex_agents.testing import WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.web import create_app
+from dex_agents.web._server import serving
 
 _AGUI: TypeAdapter[Any] = TypeAdapter(Event)
 

@@ -25,7 +25,7 @@ from schemathesis.core.result import Ok
 from temporalio.client import Client
 from web_rig import WebRig, bearer
 
-from dex_agents.web import Role
+from dex_agents.web._tokens import Role
 
 _SSE_PATHS = ("/events",)
 _SUPPRESSED = [

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from web_rig import WebRig, bearer
 
-from dex_agents.web import Role
+from dex_agents.web._tokens import Role
 
 MISSING = "roles-no-such-session"
 """Session-scoped calls name a session that does not exist: an allowed call is

@@ -19,14 +19,9 @@ from web_rig import role_tokens
 from dex_agents import UserError
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine
-from dex_agents.web import (
-    TokenSet,
-    create_app,
-    hash_token,
-    load_tokens,
-    serving,
-    token_entry,
-)
+from dex_agents.web import create_app, load_tokens
+from dex_agents.web._server import serving
+from dex_agents.web._tokens import TokenSet, hash_token, token_entry
 
 SERVE = [sys.executable, "-m", "dex_agents.web"]
 

@@ -32,8 +32,10 @@ from web_rig import (
 )
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.testing import ledger_flow
-from dex_agents.web import Role, WebOptions, create_app, serving
+from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.web import WebOptions, create_app
+from dex_agents.web._server import serving
+from dex_agents.web._tokens import Role
 
 REFUND = 'call create_refund {"orderId": "7"}'
 SPENT = "spend limit reached: 0.0020 of 0.0015 USD spent"

@@ -16,16 +16,11 @@ from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
-from dex_agents.testing import Ledger, LedgerFlowConfig, ledger_flow
-from dex_agents.web import (
-    Role,
-    Token,
-    TokenSet,
-    WebOptions,
-    create_app,
-    hash_token,
-    serving,
-)
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
+from dex_agents.web import WebOptions, create_app
+from dex_agents.web._server import serving
+from dex_agents.web._tokens import Role, Token, TokenSet, hash_token
 
 ROLE_TOKENS: dict[Role, str] = {
     "read": "tok-reader-secret",

@@ -97,10 +97,14 @@ async def run_app_hooks(
             current = {**hook_input, "tool_input": dict(outcome.tool_input)}
             try:
                 async with asyncio.timeout(matcher.timeout or _DEFAULT_TIMEOUT_SECONDS):
-                    output: object = await callback(
-                        cast(HookInput, current),
-                        tool_use_id,
-                        {"signal": None},
+                    # Typed as the SDK's output, but a hook may return anything.
+                    output = cast(
+                        object,
+                        await callback(
+                            cast(HookInput, current),
+                            tool_use_id,
+                            {"signal": None},
+                        ),
                     )
             except Exception as e:
                 if matcher.on_failure == "block":
@@ -122,8 +126,10 @@ def _apply(outcome: AppHookOutcome, output: dict[str, Any]) -> None:
     if output.get("async_") or output.get("async"):
         # An async hook answers later and never decides the call.
         return
-    specific = output.get("hookSpecificOutput")
-    specific = specific if isinstance(specific, dict) else {}
+    found = output.get("hookSpecificOutput")
+    specific: dict[str, Any] = (
+        cast(dict[str, Any], found) if isinstance(found, dict) else {}
+    )
     reason = str(specific.get("permissionDecisionReason") or output.get("reason") or "")
     decision = specific.get("permissionDecision")
     if decision is None:
@@ -134,7 +140,7 @@ def _apply(outcome: AppHookOutcome, output: dict[str, Any]) -> None:
         _decide(outcome, decision, reason)
     updated = specific.get("updatedInput")
     if isinstance(updated, dict):
-        outcome.tool_input = dict(updated)
+        outcome.tool_input = dict(cast(dict[str, Any], updated))
     context = specific.get("additionalContext")
     if isinstance(context, str) and context:
         outcome.additional_context.append(context)

@@ -11,12 +11,8 @@ from typing import Any, TypeAlias
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool
 
 from .._errors import InvalidOptionError
-from ..session import (
-    RunModelContext,
-    ToolPolicy,
-    ToolSource,
-    check_tool_source_names,
-)
+from ..session import RunModelContext, ToolPolicy
+from ..session._tool_sources import ToolSource, check_tool_source_names
 from ..stores import MediaStore
 from ._tools import CLAUDE_CODE_TOOL_NAMES, check_custom_tools
 

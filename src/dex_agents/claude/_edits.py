@@ -25,9 +25,9 @@ from ..session import (
     StoredMessage,
     ToolCall,
     ToolPolicy,
-    resolve_policy,
-    source_call_policy,
 )
+from ..session._policy import resolve_policy
+from ..session._tool_sources import source_call_policy
 from ._definition import ClaudeAgentDefinition, ClaudeCodeToolDenial
 from ._sources import SOURCE_CALL_KIND
 from ._tools import CustomTool

@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..session import ToolCall, ToolRecord
+from ..session import ToolCall
+from ..session._records import ToolRecord
 
 DecisionKind = Literal["allow", "defer", "deny", "replay", "ask"]
 """`allow` runs inside the segment, `defer` ends it, `replay` answers a resumed

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from .._errors import SessionError
-from ..session import ImageReference, JsonObject, JsonValue
+from ..session import JsonObject
+from ..session._json import JsonValue
+from ..session._media import ImageReference
 from ..stores import MediaStore
 
 IMAGE_REFERENCE_KEY = "dex_image_reference"
@@ -120,32 +122,24 @@ class TranscriptImages:
         return [cast(JsonObject, await self._reference(entry)) for entry in entries]
 
     async def _restore(self, value: JsonValue) -> JsonValue:
-        if isinstance(value, list):
-            return [await self._restore(v) for v in value]
-        if not isinstance(value, dict):
-            return value
-        source = _image_source(value)
-        if source is not None:
+        async def restored(source: dict[str, JsonValue]) -> JsonValue | None:
             data = source.get("data")
             if isinstance(data, dict) and IMAGE_REFERENCE_KEY in data:
                 ref = _reference(data[IMAGE_REFERENCE_KEY])
-                restored = {**source, "data": await self.read(ref)}
-                return {**value, "source": restored}
-        return {k: await self._restore(v) for k, v in value.items()}
+                return await self.read(ref)
+            return None
+
+        return await _rewrite_images(value, restored)
 
     async def _reference(self, value: JsonValue) -> JsonValue:
-        if isinstance(value, list):
-            return [await self._reference(v) for v in value]
-        if not isinstance(value, dict):
-            return value
-        source = _image_source(value)
-        if source is not None:
+        async def referenced(source: dict[str, JsonValue]) -> JsonValue | None:
             data, media_type = source.get("data"), source.get("media_type")
             if isinstance(data, str) and isinstance(media_type, str):
                 ref = await self._upload(data, media_type)
-                wire: JsonObject = {IMAGE_REFERENCE_KEY: ref.to_wire()}
-                return {**value, "source": {**source, "data": wire}}
-        return {k: await self._reference(v) for k, v in value.items()}
+                return {IMAGE_REFERENCE_KEY: ref.to_wire()}
+            return None
+
+        return await _rewrite_images(value, referenced)
 
     async def _upload(self, data: str, media_type: str) -> ImageReference:
         known = self._by_data.get(data)
@@ -172,6 +166,26 @@ class TranscriptImages:
         self._by_data[data] = ref
         self._by_key[ref.key] = data
         return ref
+
+
+async def _rewrite_images(
+    value: JsonValue,
+    new_data: Callable[[dict[str, JsonValue]], Awaitable[JsonValue | None]],
+) -> JsonValue:
+    """`value` with the `data` of each image block's source replaced by `new_data`.
+
+    Where `new_data` answers None, the block is left as it is (and searched).
+    """
+    if isinstance(value, list):
+        return [await _rewrite_images(v, new_data) for v in value]
+    if not isinstance(value, dict):
+        return value
+    source = _image_source(value)
+    if source is not None:
+        data = await new_data(source)
+        if data is not None:
+            return {**value, "source": {**source, "data": data}}
+    return {k: await _rewrite_images(v, new_data) for k, v in value.items()}
 
 
 def _image_source(block: dict[str, JsonValue]) -> dict[str, JsonValue] | None:

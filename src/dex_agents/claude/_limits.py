@@ -25,12 +25,12 @@ and the session drops the turn's messages so the next one is answered.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from claude_agent_sdk import ResultMessage
 
 from .._errors import MessageTooLargeError, SessionError
-from ..session import MAX_USER_MESSAGE_BYTES
+from ..session._pending import MAX_USER_MESSAGE_BYTES
 
 JSON_ESCAPE_FACTOR = 6
 """Most characters one prompt character takes in a JSON line: `\\u0000` is six.
@@ -115,11 +115,20 @@ def too_large_error(
 def _blocks(prompt: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     if prompt is None:
         return []
+    # JSON from the CLI: isinstance leaves the key and item types unknown.
     message = prompt.get("message")
-    content = message.get("content") if isinstance(message, Mapping) else None
+    content = (
+        cast(Mapping[str, Any], message).get("content")
+        if isinstance(message, Mapping)
+        else None
+    )
     if not isinstance(content, list):
         return []
-    return [b for b in content if isinstance(b, Mapping)]
+    return [
+        cast(Mapping[str, Any], b)
+        for b in cast(list[object], content)
+        if isinstance(b, Mapping)
+    ]
 
 
 def _content_chars(prompt: Mapping[str, Any] | None) -> int:
@@ -128,7 +137,11 @@ def _content_chars(prompt: Mapping[str, Any] | None) -> int:
     for block in _blocks(prompt):
         text = block.get("text")
         source = block.get("source")
-        data = source.get("data") if isinstance(source, Mapping) else None
+        data = (
+            cast(Mapping[str, Any], source).get("data")
+            if isinstance(source, Mapping)
+            else None
+        )
         if isinstance(text, str):
             total += len(text)
         elif isinstance(data, str):

@@ -21,13 +21,13 @@ resumed call runs at CLI start-up (an undeclared server gives
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import mcp.types
 from claude_agent_sdk import McpSdkServerConfig
 from mcp.server import Server
 
-from ..session import ToolRecord
+from ..session._records import ToolRecord
 from ._gate import ToolCallGate
 from ._tools import CustomTool, result_content, result_is_error
 
@@ -74,7 +74,7 @@ def build_custom_tool_server(
 def tool_use_id_of(meta: object) -> str | None:
     """The CLI's tool use ID from a request's `_meta`, if it sent one."""
     if isinstance(meta, Mapping):
-        value = meta.get(TOOL_USE_ID_META_KEY)
+        value = cast(Mapping[str, object], meta).get(TOOL_USE_ID_META_KEY)
         return value if isinstance(value, str) else None
     return None
 

@@ -13,7 +13,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Literal
 
-from ..session import ToolRecord
+from ..session._records import ToolRecord
 
 CallKind = Literal["custom", "cli"]
 """`custom`: served by the adapter's tool server; `cli`: runs inside the CLI."""

@@ -13,19 +13,21 @@ from .._errors import InvalidOptionError, ToolExecutionError, UserError
 from ..session import (
     DeferredToolExecution,
     EditContext,
-    ImageReference,
     JsonObject,
     RunModelContext,
     ToolCall,
     ToolCallsRequested,
     ToolOutcome,
     ToolPolicy,
-    ToolStepOptions,
     TurnCompleted,
+)
+from ..session._media import ImageReference
+from ..session._policy import resolve_policy
+from ..session._records import (
     reset_current_deferred_tool_execution,
-    resolve_policy,
     set_current_deferred_tool_execution,
 )
+from ..session._tool_sources import ToolStepOptions
 from ._definition import ClaudeAgentDefinition, ClaudeAgentOptionsContext
 from ._edits import check_edited_call
 from ._options import check_options

@@ -31,7 +31,6 @@ from claude_agent_sdk import (
 from .._errors import BudgetReachedError, SessionError
 from ..session import (
     AgentEvent,
-    AgentEventType,
     JsonObject,
     RunModelContext,
     StoredMessage,
@@ -39,6 +38,7 @@ from ..session import (
     ToolPolicy,
     TurnCompleted,
 )
+from ..session._events import AgentEventType
 from ..stores import MediaStore
 from ._definition import ClaudeCodeToolPermission
 from ._gate import ToolCallGate

@@ -15,14 +15,11 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from .._errors import InvalidOptionError, SessionError, ToolExecutionError
-from ..session import (
-    DeferredToolExecution,
-    RunModelContext,
+from ..session import DeferredToolExecution, RunModelContext, ToolCall, ToolOutcome
+from ..session._tool_sources import (
     SourceQuestion,
     SourceTaskStarted,
     SourceTool,
-    ToolCall,
-    ToolOutcome,
     ToolSource,
     ToolSourceContext,
     ToolStepOptions,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import mcp.types
@@ -21,17 +21,18 @@ from claude_agent_sdk import SdkMcpTool
 # `claude` extra's range 0.2.184 to 0.2.189; `make cli-compat` checks a new one), so
 # a custom tool looks and answers exactly as it would through `create_sdk_mcp_server`.
 from claude_agent_sdk import (
-    _build_input_schema as _sdk_input_schema,
+    _build_input_schema as _sdk_input_schema,  # pyright: ignore[reportPrivateUsage]
 )
 from claude_agent_sdk import (
-    _build_meta as _sdk_tool_meta,
+    _build_meta as _sdk_tool_meta,  # pyright: ignore[reportPrivateUsage]
 )
 from claude_agent_sdk import (
-    _convert_tool_content as _sdk_tool_content,
+    _convert_tool_content as _sdk_tool_content,  # pyright: ignore[reportPrivateUsage]
 )
 
 from .._errors import InvalidOptionError
-from ..session import SourceTool, ToolEffect, ToolPolicy, ToolSource
+from ..session import ToolEffect, ToolPolicy
+from ..session._tool_sources import SourceTool, ToolSource
 
 CLAUDE_CODE_TOOL_NAMES: frozenset[str] = frozenset(
     {
@@ -229,7 +230,10 @@ class CustomTool:
 def result_content(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """A handler result's content as MCP content blocks, as the SDK maps it."""
     content = result.get("content", [])
-    return _sdk_tool_content(content if isinstance(content, list) else [])
+    # The handler's JSON: isinstance leaves the item type unknown; the SDK maps dicts.
+    return _sdk_tool_content(
+        cast(list[dict[str, Any]], content) if isinstance(content, list) else []
+    )
 
 
 def result_is_error(result: Mapping[str, Any]) -> bool:

@@ -255,7 +255,12 @@ def tool_result_text(block: dict[str, Any]) -> str:
     if isinstance(content, str):
         return without_system_reminders(content)
     if isinstance(content, list):
-        text = "".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        # Transcript JSON: isinstance leaves the item types unknown.
+        text = "".join(
+            str(cast(dict[str, Any], b).get("text", ""))
+            for b in cast(list[object], content)
+            if isinstance(b, dict)
+        )
         return without_system_reminders(text)
     return ""
 

@@ -11,7 +11,7 @@ it is unambiguous.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -21,7 +21,8 @@ from claude_agent_sdk import (
     SystemMessage,
 )
 
-from ..session import JsonObject, ModelCallMetadata, Usage
+from ..session import JsonObject
+from ..session._usage import ModelCallMetadata, Usage
 
 _PROVIDER_NAMES = {
     "firstParty": "anthropic",
@@ -84,7 +85,9 @@ class SegmentObserver:
                 if event.get("type") == "message_delta":
                     delta: Any = event.get("delta") or {}
                     reason = (
-                        delta.get("stop_reason") if isinstance(delta, dict) else None
+                        cast(dict[str, Any], delta).get("stop_reason")
+                        if isinstance(delta, dict)
+                        else None
                     )
                     if isinstance(reason, str):
                         self._finish_reasons.append(reason)

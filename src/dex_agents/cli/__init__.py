@@ -1,5 +1,7 @@
-"""The `dex-agents` command line: serve, chat with, inspect and approve sessions."""
+"""The `dex-agents` command line: serve, chat with, inspect and approve sessions.
 
-from ._app import main
+The console script runs `dex_agents.cli._app:main`; `python -m dex_agents.cli`
+runs the same. Nothing here is an API.
+"""
 
-__all__ = ["main"]
+__all__: list[str] = []

@@ -31,17 +31,18 @@ from temporalio.worker import Worker
 
 from .._errors import DexAgentsError, EngineError, UserError
 from .._scripted import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
-from ..session import EventRecord
-from ..stores import RuntimeStore, open_runtime_store, redacted_store
+from ..session._events import EventRecord
+from ..stores import RuntimeStore, open_runtime_store
+from ..stores._open import redacted_store
 from ..temporal import (
     AgentSessionFlow,
     AgentSnapshot,
     EmbeddedEngine,
     SessionClient,
     create_worker,
-    resolve_state_dir,
-    with_recent_turns,
 )
+from ..temporal._client import with_recent_turns
+from ..temporal._engine import resolve_state_dir
 from . import _render as render
 from ._agent_ref import load_flow
 from ._approvals import (
@@ -232,7 +233,8 @@ async def _serve_web(
 ) -> str:
     """Start the web app for the block of `stack`; its URL, or why it is off."""
     try:
-        from ..web import create_app, load_tokens, serving
+        from ..web import create_app, load_tokens
+        from ..web._server import serving
     except ImportError:
         return "off: install the `web` extra (pip install 'dex-agents[web]')"
     app = create_app(

@@ -33,14 +33,12 @@ from .._errors import (
     UnknownInterruptError,
 )
 from ..session import JsonObject
-from ..stores import RuntimeStore, redacted_store
-from ..temporal import (
-    AgentSnapshot,
-    Interrupt,
-    get_agent_snapshot,
-    resolve_interrupt,
-    with_recent_turns,
-)
+from ..session._events import parsed_time
+from ..session._state import Interrupt
+from ..stores import RuntimeStore
+from ..stores._open import redacted_store
+from ..temporal import AgentSnapshot, SessionClient
+from ..temporal._client import with_recent_turns
 from . import _render as render
 from ._context import (
     Connection,
@@ -136,7 +134,7 @@ _EDIT_HINT = (
     "pass the call's whole input as a JSON object, e.g. `--edit "
     '\'{"orderId": "8"}\'`, or `--edit @input.json` to read it from a file'
 )
-_JSON_KINDS = {
+_JSON_KINDS: dict[type[object], str] = {
     list: "an array",
     str: "a string",
     int: "a number",
@@ -236,7 +234,7 @@ async def _pending_interrupt(
     pending = render.snapshot_from_json(data).pending_interrupts if data else []
     if live and not any(i.interrupt_id == interrupt_id for i in pending):
         with contextlib.suppress(EngineError, RPCError):
-            snapshot = await get_agent_snapshot(conn.client, None, session_id, turns=0)
+            snapshot = await SessionClient(conn.client).snapshot(session_id, turns=0)
             pending = snapshot.pending_interrupts
     return next((i for i in pending if i.interrupt_id == interrupt_id), None)
 
@@ -348,9 +346,9 @@ async def resolve(
             async with render.Progress(
                 out, f"waiting for the session's worker to take the {verb}"
             ):
-                changed = await resolve_interrupt(
-                    conn.client,
-                    None,
+                changed = await SessionClient(
+                    conn.client, store=store
+                ).resolve_interrupt(
                     session_id,
                     interrupt_id=interrupt_id,
                     approved=approved,
@@ -358,7 +356,6 @@ async def resolve(
                     timeout=timeout if seen else min(timeout, _UNSEEN_WAIT),
                     resolved_by=resolved_by,
                     edited_input=edited_input,
-                    store=store,
                     new_spend_limit=new_spend_limit,
                 )
         except InvalidArgumentError as err:
@@ -503,7 +500,7 @@ async def _unknown(
 ) -> CommandError:
     """The error for an interrupt the session does not have, naming the pending ones."""
     if live:
-        snapshot = await get_agent_snapshot(conn.client, None, session_id, turns=0)
+        snapshot = await SessionClient(conn.client).snapshot(session_id, turns=0)
         source = ""
     else:
         data = await store.get_snapshot(session_id) if store else None
@@ -553,11 +550,7 @@ async def pending_approvals(target: Target) -> list[Pending]:
 
 
 def _created(interrupt: Interrupt) -> datetime:
-    try:
-        at = datetime.fromisoformat(interrupt.created_at)
-    except ValueError:
-        return datetime.min.replace(tzinfo=UTC)
-    return at if at.tzinfo else at.replace(tzinfo=UTC)
+    return parsed_time(interrupt.created_at) or datetime.min.replace(tzinfo=UTC)
 
 
 def exit_with(code: int) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 
 import click
 from rich.console import Console
@@ -23,22 +22,23 @@ from .._errors import (
     NoWorkerError,
     SessionEndedError,
 )
+from ..session._state import TurnSummary
 from ..stores import RuntimeStore
-from ..temporal import TurnSummary, get_agent_snapshot
-from ..temporal import cancel_turn as cancel_turn_rpc
+from ..temporal import SessionClient
 from . import _render as render
 from ._complete import complete_session
 from ._context import (
     Connection,
     Target,
     connect,
-    describe_session,
+    known_session,
     no_worker,
     open_store,
+    recorded_name,
     require_worker,
     store_exists,
     target_options,
-    unknown_session,
+    timeout_option,
 )
 from ._errors import BadArgumentError, CommandError, prog, run
 
@@ -65,16 +65,6 @@ _OPTIONS = {"reason": "--reason", "cancelled_by": "--as", "timeout": "--timeout"
 """The library's arguments and the options they are here."""
 
 
-def _canceller(name: str | None) -> str | None:
-    """Who the cancel is recorded as: `--as`, else the OS user, else nobody."""
-    if name is not None:
-        return name
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError, ImportError):  # no user name in this environment
-        return None
-
-
 @click.command(help=_CANCEL_HELP)
 @click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
 @click.option(
@@ -91,13 +81,10 @@ def _canceller(name: str | None) -> str | None:
     help="Who stops it, recorded in the `turn_cancelled` event (`events`, the "
     "web page). [default: your OS user name]",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for the session's worker to take the cancel (nothing "
-    "is cancelled if none does), then for the turn to stop.",
+@timeout_option(
+    10.0,
+    "Seconds to wait for the session's worker to take the cancel (nothing is "
+    "cancelled if none does), then for the turn to stop.",
 )
 @target_options
 def cancel(
@@ -113,7 +100,7 @@ def cancel(
             target,
             session_id,
             reason=reason,
-            cancelled_by=_canceller(cancelled_by),
+            cancelled_by=recorded_name(cancelled_by),
             timeout=timeout,
         )
     )
@@ -129,9 +116,7 @@ async def _cancel(
 ) -> None:
     out = render.console()
     conn = await connect(target)
-    info = await describe_session(conn.client, session_id)
-    if info is None:
-        raise unknown_session(session_id, conn)
+    info = await known_session(conn, session_id)
     if not info.running:
         raise _ended(session_id, info.status)
     await require_worker(conn.client, info.flow_type, info.task_queue)
@@ -142,9 +127,7 @@ async def _cancel(
             async with render.Progress(
                 out, "waiting for the session's worker to take the cancel"
             ):
-                applied = await cancel_turn_rpc(
-                    conn.client,
-                    None,
+                applied = await SessionClient(conn.client).cancel_turn(
                     session_id,
                     reason=reason,
                     cancelled_by=cancelled_by,
@@ -202,8 +185,8 @@ async def _stopped(
     last: TurnSummary | None = None
     while True:
         with contextlib.suppress(EngineError, RPCError):
-            snapshot = await get_agent_snapshot(
-                conn.client, None, session_id, store=store, turns=5
+            snapshot = await SessionClient(conn.client, store=store).snapshot(
+                session_id, turns=5
             )
             if turn_id is None and snapshot.turns:
                 live = [t for t in snapshot.turns if t.status in _LIVE]

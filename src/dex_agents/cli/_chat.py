@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import json
 import math
 import os
@@ -39,19 +38,12 @@ from .._errors import (
     InvalidEditError,
     NoWorkerError,
 )
-from ..session import EventRecord, JsonObject
+from ..session import JsonObject
+from ..session._events import EventRecord
+from ..session._state import Interrupt
 from ..stores import RuntimeStore
-from ..temporal import (
-    AgentSessionFlow,
-    AgentSnapshot,
-    Interrupt,
-    cancel_turn,
-    get_agent_snapshot,
-    resolve_interrupt,
-    send_user_message,
-    start_agent_session,
-    with_recent_turns,
-)
+from ..temporal import AgentSessionFlow, AgentSnapshot, SessionClient
+from ..temporal._client import with_recent_turns
 from . import _render as render
 from ._context import (
     Connection,
@@ -60,6 +52,7 @@ from ._context import (
     connect,
     describe_session,
     open_store,
+    recorded_name,
     require_worker,
     unreachable,
     worker_seen,
@@ -257,16 +250,13 @@ class Chat:
                 return
             try:
                 if self.exists:
-                    await send_user_message(
-                        self.conn.client, None, self.session_id, text
+                    await SessionClient(self.conn.client).send_user_message(
+                        self.session_id, text
                     )
                 else:
                     assert self.flow is not None
-                    await start_agent_session(
-                        self.conn.client,
-                        self.flow,
-                        self.session_id,
-                        initial_message=text,
+                    await SessionClient(self.conn.client, self.flow).start(
+                        self.session_id, initial_message=text
                     )
                     self.exists = True
             except RPCError as err:
@@ -287,16 +277,14 @@ class Chat:
             if not await self._reachable("your answer was not sent"):
                 return True
             try:
-                changed = await resolve_interrupt(
-                    self.conn.client,
-                    None,
+                sessions = SessionClient(self.conn.client, store=self.store)
+                changed = await sessions.resolve_interrupt(
                     self.session_id,
                     interrupt_id=interrupt.interrupt_id,
                     approved=decision.approved,
                     rejection_message=decision.message,
-                    resolved_by=_os_user(),
+                    resolved_by=recorded_name(None),
                     edited_input=decision.edited_input,
-                    store=self.store,
                     new_spend_limit=decision.new_spend_limit,
                 )
             except (InvalidEditError, InvalidArgumentError) as err:
@@ -337,21 +325,18 @@ class Chat:
                 return None
             loop = asyncio.get_running_loop()
             deadline = loop.time() + _STOP_TIMEOUT
+            sessions = SessionClient(self.conn.client)
             try:
                 while True:
-                    if await cancel_turn(
-                        self.conn.client,
-                        None,
+                    if await sessions.cancel_turn(
                         self.session_id,
-                        cancelled_by=_os_user(),
+                        cancelled_by=recorded_name(None),
                         timeout=max(0.1, deadline - loop.time()),
                     ):
                         return True
                     # No turn runs: none is left, or the message sent just now
                     # has not started its turn yet (then stop that one).
-                    snapshot = await get_agent_snapshot(
-                        self.conn.client, None, self.session_id, turns=0
-                    )
+                    snapshot = await sessions.snapshot(self.session_id, turns=0)
                     if snapshot.status != "running" or loop.time() > deadline:
                         return False
                     await asyncio.sleep(0.1)
@@ -476,9 +461,8 @@ class Chat:
         try:
             if self.outage.lost:
                 raise EngineError("the Temporal server is gone")
-            return await get_agent_snapshot(
-                self.conn.client, None, self.session_id, store=self.store
-            )
+            sessions = SessionClient(self.conn.client, store=self.store)
+            return await sessions.snapshot(self.session_id)
         except (EngineError, RPCError) as err:
             if isinstance(err, RPCError):
                 if not unreachable(err):
@@ -1004,14 +988,6 @@ def _prefilled_input(out: Console, editor: ModuleType | None, text: str) -> str:
         return input(_EDIT_PROMPT)
     finally:
         editor.set_startup_hook(None)
-
-
-def _os_user() -> str | None:
-    """Who a chat answer is recorded as: the OS user, else nobody."""
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError, ImportError):  # no user name in this environment
-        return None
 
 
 def _read_line(out: Console, prompt: Text, stop: Callable[[], bool]) -> str | None:

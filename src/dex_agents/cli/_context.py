@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import getpass
 import json
 import os
 import sqlite3
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 import temporalio.runtime
@@ -39,14 +40,13 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import UserError
-from ..stores import (
-    RuntimeStore,
-    is_database_url,
-    open_runtime_store,
-    redacted_store,
-)
-from ..temporal import EngineConfig, open_engine, resolve_state_dir
+from ..stores import RuntimeStore, open_runtime_store
+from ..stores._open import is_database_url, redacted_store
+from ..temporal import EngineConfig, open_engine
+from ..temporal._engine import resolve_state_dir
 from ._errors import DEBUG_ENV, CommandError, prog, unusable_path
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 STORE_FILE = "runtime.sqlite"
 _RECORD_FILE = "engine.json"
@@ -134,6 +134,25 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(*args, target=target, **kwargs)
 
     return wrapper
+
+
+def timeout_option(default: float, help: str) -> Callable[[_Command], _Command]:
+    """A command's `--timeout SECONDS` (at least 0.1), its default shown."""
+    return click.option(
+        "--timeout",
+        type=click.FloatRange(min=0.1),
+        default=default,
+        show_default=True,
+        help=help,
+    )
+
+
+def recorded_name(name: str | None) -> str | None:
+    """Who an action is recorded as: `name` (`--as`), else the OS user, else nobody."""
+    if name is None:
+        with contextlib.suppress(OSError, KeyError, ImportError):  # no OS user here
+            name = getpass.getuser()
+    return name
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -405,15 +424,25 @@ async def describe_session(client: Client, session_id: str) -> SessionInfo | Non
     )
 
 
+async def known_session(conn: Connection, session_id: str) -> SessionInfo:
+    """The session `session_id`, running or ended.
+
+    Raises:
+        CommandError: no such session.
+    """
+    info = await describe_session(conn.client, session_id)
+    if info is None:
+        raise unknown_session(session_id, conn)
+    return info
+
+
 async def require_session(conn: Connection, session_id: str) -> SessionInfo:
     """The running session `session_id`.
 
     Raises:
         CommandError: no such session, or it has ended.
     """
-    info = await describe_session(conn.client, session_id)
-    if info is None:
-        raise unknown_session(session_id, conn)
+    info = await known_session(conn, session_id)
     if not info.running:
         raise CommandError(
             f"session {session_id!r} has ended (its workflow is {info.status}); it "

@@ -23,7 +23,8 @@ from rich.console import Console
 
 from .._scripted import MockMessagesApi, scripted_model_env
 from ..stores import SQLiteRuntimeStore
-from ..temporal import EmbeddedEngine, SessionClient, resolve_state_dir
+from ..temporal import EmbeddedEngine, SessionClient
+from ..temporal._engine import resolve_state_dir
 from ..temporal._worker_process import WorkerProcess, WorkerProcessConfig
 from ._agent_ref import load_flow
 

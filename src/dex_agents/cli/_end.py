@@ -14,17 +14,16 @@ import click
 from rich.text import Text
 
 from .._errors import NoWorkerError, SessionBusyError
-from ..temporal import end_session as end_session_rpc
-from ..temporal import get_agent_snapshot
+from ..temporal import SessionClient
 from . import _render as render
 from ._context import (
     Target,
     connect,
-    describe_session,
+    known_session,
     no_worker,
     require_worker,
     target_options,
-    unknown_session,
+    timeout_option,
 )
 from ._errors import CommandError, run
 
@@ -55,13 +54,7 @@ Examples:
     help="End it even with work in progress: reject its pending approvals, drop "
     "its queued messages, and stop a running turn after its current step.",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=30.0,
-    show_default=True,
-    help="Seconds to wait for the session's worker to take the end.",
-)
+@timeout_option(30.0, "Seconds to wait for the session's worker to take the end.")
 @target_options
 def end(
     session_id: str, reason: str, force: bool, timeout: float, target: Target
@@ -75,9 +68,7 @@ async def _end(
 ) -> None:
     out = render.console()
     conn = await connect(target)
-    info = await describe_session(conn.client, session_id)
-    if info is None:
-        raise unknown_session(session_id, conn)
+    info = await known_session(conn, session_id)
     if not info.running:
         out.print(
             Text(
@@ -89,16 +80,12 @@ async def _end(
         )
         return
     await require_worker(conn.client, info.flow_type, info.task_queue)
-    before = await get_agent_snapshot(conn.client, None, session_id, turns=0)
+    sessions = SessionClient(conn.client)
+    before = await sessions.snapshot(session_id, turns=0)
     try:
         async with render.Progress(out, "waiting for the session to end"):
-            ended = await end_session_rpc(
-                conn.client,
-                None,
-                session_id,
-                reason=reason,
-                force=force,
-                timeout=timeout,
+            ended = await sessions.end(
+                session_id, reason=reason, force=force, timeout=timeout
             )
     except SessionBusyError as err:
         busy = str(err).split(";", 1)[0]

@@ -24,7 +24,7 @@ import shutil
 import sqlite3
 import sys
 import traceback
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine, Generator
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
@@ -124,7 +124,7 @@ def one_line(message: str) -> str:
 
 
 @contextlib.contextmanager
-def translated_errors() -> Iterator[None]:
+def translated_errors() -> Generator[None, None, None]:
     """Turn library and Temporal errors into one-line `CommandError`s.
 
     A library error already says what to do. An error nobody anticipated is a

@@ -23,8 +23,12 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from ..session import EventRecord, JsonObject, ToolEffect, ToolRecord, Usage
-from ..temporal import AgentSnapshot, Interrupt, TurnSummary
+from ..session import JsonObject, ToolEffect
+from ..session._events import EventRecord, parsed_time
+from ..session._records import ToolRecord
+from ..session._state import Interrupt, TurnSummary
+from ..session._usage import Usage
+from ..temporal import AgentSnapshot
 from ._errors import prog
 from ._views import Pending, ShownCall
 
@@ -209,12 +213,9 @@ def usage_text(usage: Usage) -> str:
 
 def ago(iso: str, now: datetime | None = None) -> str:
     """How long ago an ISO timestamp was, e.g. `3m ago`; empty when unknown."""
-    try:
-        then = datetime.fromisoformat(iso)
-    except ValueError:
+    then = parsed_time(iso)
+    if then is None:
         return ""
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
     seconds = max(0, int(((now or datetime.now(UTC)) - then).total_seconds()))
     for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
         if seconds >= size:
@@ -228,12 +229,9 @@ def when(iso: str, now: datetime | None = None) -> str:
     Stored times are UTC with microseconds, which is for programs (`--json`
     keeps them); a person reads local time and a distance.
     """
-    try:
-        then = datetime.fromisoformat(iso)
-    except ValueError:
+    then = parsed_time(iso)
+    if then is None:
         return iso
-    if then.tzinfo is None:
-        then = then.replace(tzinfo=UTC)
     local = then.astimezone().replace(microsecond=0)
     seconds = int((then - (now or datetime.now(UTC))).total_seconds())
     distance = f"in {span(seconds)}" if seconds > 0 else f"{span(-seconds)} ago"
@@ -262,12 +260,20 @@ def preview(text: str) -> str:
 # -- sessions and snapshots -----------------------------------------------------
 
 
+def _table(columns: Sequence[str], *, wrapping: str) -> Table:
+    """A table with these column headers, in bold; only the column `wrapping` wraps."""
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    for column in columns:
+        table.add_column(column, no_wrap=column != wrapping)
+    return table
+
+
 def sessions_table(snapshots: Iterable[AgentSnapshot]) -> Table:
     """The `sessions` table: one row per session, newest first."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("SESSION", "FLOW", "STATUS", "TURNS", "APPROVALS", "COST"):
-        table.add_column(column, no_wrap=column != "APPROVALS")
-    table.add_column("UPDATED", no_wrap=True)
+    table = _table(
+        ("SESSION", "FLOW", "STATUS", "TURNS", "APPROVALS", "COST", "UPDATED"),
+        wrapping="APPROVALS",
+    )
     for snap in snapshots:
         pending = snap.pending_interrupts
         approvals = (
@@ -311,10 +317,10 @@ def input_summary(arguments: JsonObject, limit: int = _INPUT_SUMMARY) -> str:
 
 def approvals_table(waiting: Iterable[Pending]) -> Table:
     """The `approvals` table: one row per pending approval, the longest-waiting first."""
-    table = Table(box=None, header_style="bold", pad_edge=False)
-    for column in ("SESSION", "INTERRUPT", "TOOL", "EFFECT", "INPUT", "DEADLINE"):
-        table.add_column(column, no_wrap=column != "INPUT")
-    table.add_column("WAITING", no_wrap=True)
+    table = _table(
+        ("SESSION", "INTERRUPT", "TOOL", "EFFECT", "INPUT", "DEADLINE", "WAITING"),
+        wrapping="INPUT",
+    )
     for row in waiting:
         interrupt = row.interrupt
         budget = is_budget(interrupt)
@@ -595,13 +601,8 @@ def print_interrupt(out: Console, interrupt: Interrupt, *, hint: bool = True) ->
 
 def _clock(timestamp: str) -> str:
     """An event's UTC timestamp as local wall-clock time (`14:03:27`); '' if it has none."""
-    try:
-        moment = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
-    except ValueError:
-        return ""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone().strftime("%H:%M:%S")
+    moment = parsed_time(timestamp)
+    return moment.astimezone().strftime("%H:%M:%S") if moment is not None else ""
 
 
 def event_line(event: EventRecord) -> Text:

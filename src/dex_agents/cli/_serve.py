@@ -135,68 +135,46 @@ def serve(
             f"--allow-anonymous-loopback needs a loopback --host, not {host!r}: "
             "anyone who reaches the port would be admin; use a token file instead"
         )
-    try:
-        run(
-            _serve(
-                target,
-                agents,
-                host=host,
-                port=port,
-                tokens_file=tokens_file,
-                cors_origins=cors_origins,
-                root_path=root_path,
-                forwarded_allow_ips=forwarded_allow_ips,
+
+    async def serve_app() -> None:
+        """Serve the app with these options until it is stopped."""
+        flows = [load_flow(ref) for ref in agents]
+        tokens = load_tokens(tokens_file, env=os.environ)
+        connection = await connect(target)
+        store = await open_store(target)
+        try:
+            app = create_app(
+                connection.client,
+                flows,
+                store,
+                tokens=tokens,
                 allow_anonymous_loopback=allow_anonymous_loopback,
+                cors_origins=cors_origins,
             )
-        )
+            proxy: dict[str, object] = {"root_path": root_path, "log_level": "info"}
+            if forwarded_allow_ips is not None:
+                proxy["forwarded_allow_ips"] = forwarded_allow_ips
+            async with serving(
+                app, host=host, port=port, handle_signals=True, **proxy
+            ) as running:
+                who = (
+                    "no token needed from this machine"
+                    if allow_anonymous_loopback
+                    else f"{len(tokens)} token(s)"
+                )
+                click.echo(
+                    f"dex-agents web on {running.url}{root_path}/inbox "
+                    f"(API {running.url}{root_path}/api, {who}; {connection.where}); "
+                    "Ctrl-C stops",
+                    err=False,
+                )
+                await running.wait()
+        finally:
+            await store.close()
+
+    try:
+        run(serve_app())
     except KeyboardInterrupt:
         pass
     finally:
         release_engine_runtime()
-
-
-async def _serve(
-    target: Target,
-    agents: tuple[str, ...],
-    *,
-    host: str,
-    port: int,
-    tokens_file: Path | None,
-    cors_origins: tuple[str, ...],
-    root_path: str,
-    forwarded_allow_ips: str | None,
-    allow_anonymous_loopback: bool,
-) -> None:
-    flows = [load_flow(ref) for ref in agents]
-    tokens = load_tokens(tokens_file, env=os.environ)
-    connection = await connect(target)
-    store = await open_store(target)
-    try:
-        app = create_app(
-            connection.client,
-            flows,
-            store,
-            tokens=tokens,
-            allow_anonymous_loopback=allow_anonymous_loopback,
-            cors_origins=cors_origins,
-        )
-        proxy: dict[str, object] = {"root_path": root_path, "log_level": "info"}
-        if forwarded_allow_ips is not None:
-            proxy["forwarded_allow_ips"] = forwarded_allow_ips
-        async with serving(
-            app, host=host, port=port, handle_signals=True, **proxy
-        ) as running:
-            who = (
-                "no token needed from this machine"
-                if allow_anonymous_loopback
-                else f"{len(tokens)} token(s)"
-            )
-            click.echo(
-                f"dex-agents web on {running.url}{root_path}/inbox "
-                f"(API {running.url}{root_path}/api, {who}; {connection.where}); "
-                "Ctrl-C stops",
-                err=False,
-            )
-            await running.wait()
-    finally:
-        await store.close()

@@ -14,9 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast, get_args
 
-from ..session import EventRecord, JsonObject, ToolRecord, ToolRecordStatus
+from ..session import JsonObject
+from ..session._records import ToolRecord, ToolRecordStatus
+from ..session._state import Interrupt, TurnSummary
 from ..stores import RuntimeStore
-from ..temporal import Interrupt, TurnSummary
+from ..stores._cursors import cursor_before_turn
 
 _RECORD_STATUSES = frozenset(get_args(ToolRecordStatus))
 
@@ -46,36 +48,15 @@ def _turn_number(turn_id: str) -> int:
     return int(number) if number.isdigit() else 0
 
 
-async def _first_event_after(
-    store: RuntimeStore, session_id: str, cursor: int
-) -> EventRecord | None:
-    batch = await store.read_events(session_id, after=cursor, limit=1)
-    return batch[0] if batch else None
-
-
 async def _start_of_turn(store: RuntimeStore, session_id: str, number: int) -> int:
     """A cursor after which every event of turn `number` and later comes.
 
     It is the smallest cursor whose next event belongs to turn `number` or a
     later one; turn numbers only grow along the log, so a binary search finds it.
     """
-
-    async def reached(cursor: int) -> bool:
-        event = await _first_event_after(store, session_id, cursor)
-        return event is None or _turn_number(event.turn_id) >= number
-
-    if number <= 1 or await reached(0):
+    if number <= 1:
         return 0
-    low, high = 0, 1
-    while not await reached(high):  # `low` stays a cursor that has not reached it
-        low, high = high, high * 2
-    while high - low > 1:
-        middle = (low + high) // 2
-        if await reached(middle):
-            high = middle
-        else:
-            low = middle
-    return high
+    return await cursor_before_turn(store, session_id, number)
 
 
 async def turn_calls(

@@ -54,24 +54,26 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import SessionError, ToolExecutionError, UserError
 from ..session import (
     DeferredToolExecution,
     JsonObject,
-    SourceCall,
-    SourceCallRefused,
-    SourceCallResult,
-    SourceTool,
     ToolCall,
     ToolEffect,
     ToolOutcome,
     ToolPolicy,
+)
+from ..session._tool_sources import (
+    SourceCall,
+    SourceCallRefused,
+    SourceCallResult,
+    SourceTool,
     ToolSourceContext,
     ToolStepOptions,
 )
@@ -405,7 +407,7 @@ class MCPServerToolSource:
         return self._tool_step_options.get(tool_name, self._step_options)
 
     @asynccontextmanager
-    async def _connect(self) -> AsyncIterator[Client]:
+    async def _connect(self) -> AsyncGenerator[Client, None]:
         try:
             from mcp import Client, StdioServerParameters
         except ImportError as e:  # pragma: no cover - depends on the install
@@ -459,7 +461,12 @@ def _schema_problem(schema: JsonObject, arguments: JsonObject) -> str | None:
     """Why `arguments` do not fit `schema` (JSON Schema 2020-12 unless it says), or None."""
     try:
         import jsonschema
-        from jsonschema.exceptions import best_match
+
+        # typeshed leaves best_match's return unannotated (the best error, or None).
+        from jsonschema.exceptions import (
+            ValidationError,
+            best_match,  # pyright: ignore[reportUnknownVariableType]
+        )
         from jsonschema.validators import validator_for
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ImportError(
@@ -470,7 +477,10 @@ def _schema_problem(schema: JsonObject, arguments: JsonObject) -> str | None:
         validator_class.check_schema(schema)
     except jsonschema.SchemaError as e:
         return f"the server's input schema is invalid ({e.message})"
-    error = best_match(validator_class(schema).iter_errors(arguments))
+    error = cast(
+        "ValidationError | None",
+        best_match(validator_class(schema).iter_errors(arguments)),
+    )
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path)
@@ -514,12 +524,20 @@ def _block_text(block: ContentBlock) -> str:
 
 def _sole_error(error: Exception) -> Exception:
     """The one error inside single-member exception groups, else `error`."""
-    while isinstance(error, ExceptionGroup) and len(error.exceptions) == 1:
-        error = error.exceptions[0]
+    while isinstance(error, ExceptionGroup):
+        # isinstance leaves the member type unknown; an ExceptionGroup holds Exceptions.
+        group = cast("ExceptionGroup[Exception]", error)
+        if len(group.exceptions) != 1:
+            return group
+        error = group.exceptions[0]
     return error
 
 
 def _describe(error: BaseException) -> str:
-    if isinstance(error, BaseExceptionGroup) and error.exceptions:
-        return _describe(error.exceptions[0])
+    if isinstance(error, BaseExceptionGroup):
+        # isinstance leaves the member type unknown; a group holds BaseExceptions.
+        group = cast("BaseExceptionGroup[BaseException]", error)
+        if group.exceptions:
+            return _describe(group.exceptions[0])
+        error = group  # the same object, with its member type known
     return str(error) or type(error).__name__

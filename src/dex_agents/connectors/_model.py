@@ -22,14 +22,9 @@ from datetime import timedelta
 from typing import Any, Literal, TypeAlias, assert_never, cast
 
 from .._errors import InvalidOptionError
-from ..session import (
-    DeferredToolExecution,
-    JsonObject,
-    JsonValue,
-    SourceQuestion,
-    SourceTaskStarted,
-    ToolEffect,
-)
+from ..session import DeferredToolExecution, JsonObject, ToolEffect
+from ..session._json import JsonValue
+from ..session._tool_sources import SourceQuestion, SourceTaskStarted
 
 ConnectorKind = Literal["query", "mutation"]
 """`query` reads; `mutation` writes."""

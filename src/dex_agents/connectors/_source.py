@@ -8,15 +8,17 @@ from .._errors import InvalidOptionError, SessionError, ToolExecutionError
 from ..session import (
     DeferredToolExecution,
     JsonObject,
+    ToolCall,
+    ToolOutcome,
+    ToolPolicy,
+)
+from ..session._tool_sources import (
     SourceCall,
     SourceCallRefused,
     SourceCallResult,
     SourceQuestion,
     SourceTaskStarted,
     SourceTool,
-    ToolCall,
-    ToolOutcome,
-    ToolPolicy,
     ToolSourceContext,
     ToolStepOptions,
 )

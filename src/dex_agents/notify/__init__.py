@@ -29,20 +29,6 @@ async def approvals(request: Request) -> Response:
 ```
 """
 
-from ._webhook import (
-    ID_HEADER,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    WebhookError,
-    WebhookNotifier,
-    verify_signature,
-)
+from ._webhook import WebhookError, WebhookNotifier, verify_signature
 
-__all__ = [
-    "ID_HEADER",
-    "SIGNATURE_HEADER",
-    "TIMESTAMP_HEADER",
-    "WebhookError",
-    "WebhookNotifier",
-    "verify_signature",
-]
+__all__ = ["WebhookError", "WebhookNotifier", "verify_signature"]

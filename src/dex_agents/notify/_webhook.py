@@ -241,7 +241,10 @@ def _verify(
     if key is None or not isinstance(body, bytes | bytearray | memoryview):
         return False
     if isinstance(headers, Message):
-        pairs: list[tuple[object, object]] = list(headers.items())
+        # isinstance leaves the header value type unknown; any value is checked below.
+        pairs: list[tuple[object, object]] = list(
+            cast("Message[object, object]", headers).items()
+        )
     elif isinstance(headers, Mapping):
         pairs = list(cast(Mapping[object, object], headers).items())
     else:
@@ -262,7 +265,8 @@ def _verify(
         return False
     if abs(clock - int(timestamp)) > window:
         return False
-    expected = _sign(key, timestamp, bytes(body)).removeprefix(_SCHEME)
+    data = bytes(cast("bytes | bytearray | memoryview[int]", body))
+    expected = _sign(key, timestamp, data).removeprefix(_SCHEME)
     return hmac.compare_digest(expected.encode(), given.lower().encode())
 
 
@@ -355,7 +359,8 @@ def _check_timeout(timeout: object) -> float:
     return seconds
 
 
-def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
+def _check_headers(headers: object) -> dict[str, str]:
+    # `object`: callers may pass anything at run time, and every part is checked.
     if headers is None:
         return {}
     if not isinstance(headers, Mapping):
@@ -364,7 +369,7 @@ def _check_headers(headers: Mapping[str, str] | None) -> dict[str, str]:
             f"headers must be a mapping of str to str, got {type(headers).__name__}",
         )
     checked: dict[str, str] = {}
-    for name, value in headers.items():
+    for name, value in cast(Mapping[object, object], headers).items():
         if not isinstance(name, str) or not _TOKEN.fullmatch(name):
             raise InvalidArgumentError(
                 "headers", f"headers has a name that is not a valid header: {name!r}"

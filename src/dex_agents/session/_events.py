@@ -343,6 +343,15 @@ def event_time(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="milliseconds")
 
 
+def parsed_time(text: str) -> datetime | None:
+    """The moment ISO 8601 `text` names (in UTC when it names no offset), or None."""
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
 def stamped(event: AgentEvent, at: datetime) -> AgentEvent:
     """`event` with its `timestamp` set to `at`, unless it has one already."""
     if event.data.get("timestamp"):

@@ -84,14 +84,9 @@ class AgentSessionOptions:
                 f"`hot_resume_window` is at most {MAX_HOT_RESUME_WINDOW} (a parked "
                 f"CLI is kept warm, not durable), got {self.hot_resume_window!r}",
             )
-        if self.interrupt_reminder is not None and self.interrupt_reminder <= timedelta(
-            0
-        ):
-            raise InvalidArgumentError(
-                "interrupt_reminder",
-                f"`interrupt_reminder` must be positive, got {self.interrupt_reminder!r}; "
-                "use None to send no reminders",
-            )
+        _positive_or_none(
+            "interrupt_reminder", self.interrupt_reminder, "send no reminders"
+        )
         if self.notification_attempts < 1:
             raise InvalidArgumentError(
                 "notification_attempts",
@@ -104,11 +99,18 @@ class AgentSessionOptions:
                 "`run_model_attempts` and `tool_attempts` must be at least 1, got "
                 f"{self.run_model_attempts!r} and {self.tool_attempts!r}",
             )
-        if self.interrupt_deadline is not None and self.interrupt_deadline <= timedelta(
-            0
-        ):
-            raise InvalidArgumentError(
-                "interrupt_deadline",
-                f"`interrupt_deadline` must be positive, got {self.interrupt_deadline!r}; "
-                "use None to wait without a deadline",
-            )
+        _positive_or_none(
+            "interrupt_deadline", self.interrupt_deadline, "wait without a deadline"
+        )
+
+
+def _positive_or_none(name: str, value: timedelta | None, none_does: str) -> None:
+    """Refuse a duration option `name` that is zero or negative (None `none_does`).
+
+    Raises:
+        InvalidArgumentError: `value` is not None and not positive.
+    """
+    if value is not None and value <= timedelta(0):
+        raise InvalidArgumentError(
+            name, f"`{name}` must be positive, got {value!r}; use None to {none_does}"
+        )

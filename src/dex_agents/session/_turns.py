@@ -467,7 +467,6 @@ def open_interrupt(
     """The current call waits for approval under `interrupt_id`, until the deadline if any."""
     active = _active(state)
     call = active.calls[active.call_index]
-    deadline = options.interrupt_deadline
     interrupt = Interrupt(
         interrupt_id=interrupt_id,
         turn_id=active.turn_id,
@@ -478,26 +477,11 @@ def open_interrupt(
         effect=call.policy.effect,
         reason=call.reason or f"{call.tool_name} is {call.policy.effect}",
         created_at=now.isoformat(),
-        deadline=(now + deadline).isoformat() if deadline is not None else None,
+        deadline=_deadline(options, now),
         at_least_once=runs_in_model_segment(call),
     )
     waiting = replace(active, interrupt_id=interrupt_id, phase="await_approval")
-    interrupts = {**state.interrupts, interrupt_id: interrupt}
-    created = InterruptCreatedEvent(
-        interrupt_id=interrupt_id,
-        tool_call_id=call.tool_call_id,
-        tool_name=call.tool_name,
-        arguments=call.arguments,
-        arguments_ref=call.arguments_ref,
-        effect=call.policy.effect,
-        at_least_once=interrupt.at_least_once,
-        deadline=interrupt.deadline,
-    )
-    return Transition(
-        state=replace(state, interrupts=interrupts, active=waiting),
-        events=(agent_event(created),),
-        step=PublishStep(),
-    )
+    return _opened(state, interrupt, waiting)
 
 
 def open_budget(
@@ -510,7 +494,6 @@ def open_budget(
     """The turn waits for a person to raise the spend limit (or decline), as `interrupt_id`."""
     active = _active(state)
     spent, limit = state.usage.cost_usd, spend_limit(state, options)
-    deadline = options.interrupt_deadline
     arguments: JsonObject = {
         "spent_usd": round(spent, 6),
         "spend_limit_usd": limit,
@@ -525,7 +508,7 @@ def open_budget(
         reason=f"the session spent {spent:.4f} USD of its {limit or 0:.4f} USD "
         "limit; answer with a new limit to continue, or decline to end the turn",
         created_at=now.isoformat(),
-        deadline=(now + deadline).isoformat() if deadline is not None else None,
+        deadline=_deadline(options, now),
         kind="budget",
     )
     paused = replace(
@@ -534,20 +517,33 @@ def open_budget(
         paused_phase=active.phase,
         phase="await_budget",
     )
+    return _opened(state, interrupt, paused)
+
+
+def _deadline(options: AgentSessionOptions, now: datetime) -> str | None:
+    """When an interrupt opened `now` expires, or None when it waits as long as it takes."""
+    deadline = options.interrupt_deadline
+    return (now + deadline).isoformat() if deadline is not None else None
+
+
+def _opened(
+    state: SessionState, interrupt: Interrupt, active: ActiveTurn
+) -> Transition:
+    """`interrupt` opens, with the turn `active` waiting for it, and says so."""
     created = InterruptCreatedEvent(
-        interrupt_id=interrupt_id,
-        tool_call_id="",
-        tool_name=BUDGET_TOOL_NAME,
-        arguments=arguments,
+        interrupt_id=interrupt.interrupt_id,
+        tool_call_id=interrupt.tool_call_id,
+        tool_name=interrupt.tool_name,
+        arguments=interrupt.arguments,
+        arguments_ref=interrupt.arguments_ref,
+        effect=interrupt.effect,
+        at_least_once=interrupt.at_least_once,
         deadline=interrupt.deadline,
-        kind="budget",
+        kind=interrupt.kind,
     )
+    interrupts = {**state.interrupts, interrupt.interrupt_id: interrupt}
     return Transition(
-        state=replace(
-            state,
-            interrupts={**state.interrupts, interrupt_id: interrupt},
-            active=paused,
-        ),
+        state=replace(state, interrupts=interrupts, active=active),
         events=(agent_event(created),),
         step=PublishStep(),
     )
@@ -597,22 +593,7 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
     if interrupt.kind == "budget":
         return _settle_budget(state, interrupt)
     call = active.calls[active.call_index]
-    edit = call.edit if interrupt.approved else None
-    resolved = InterruptResolvedEvent(
-        interrupt_id=interrupt.interrupt_id,
-        approved=bool(interrupt.approved),
-        rejection_message=interrupt.rejection_message,
-        resolved_by=interrupt.resolved_by,
-        expired=interrupt.expired,
-        edited_arguments=call.arguments if edit is not None else None,
-        edited_arguments_ref=call.arguments_ref if edit is not None else None,
-        original_arguments=edit.original_arguments if edit is not None else None,
-        original_arguments_ref=edit.original_arguments_ref
-        if edit is not None
-        else None,
-        edited_by=edit.edited_by if edit is not None else None,
-    )
-    events = [agent_event(resolved)]
+    events = [agent_event(_resolved_event(interrupt, call))]
     if interrupt.approved:
         state = replace(state, active=replace(active, phase="execute"))
     else:
@@ -625,18 +606,38 @@ def settle_approval(state: SessionState, *, timed_out: bool = False) -> Transiti
     return Transition(state=state, events=tuple(events), step=PublishStep())
 
 
-def _settle_budget(state: SessionState, interrupt: Interrupt) -> Transition:
-    """A budget interrupt answered: a new limit continues the turn; else it fails."""
-    active = _active(state)
-    resolved = InterruptResolvedEvent(
+def _resolved_event(
+    interrupt: Interrupt, call: ToolCall | None = None
+) -> InterruptResolvedEvent:
+    """The `interrupt_resolved` event of how `interrupt` was answered.
+
+    For a `call` that runs edited, it carries the edit; for an approved budget,
+    the new limit.
+    """
+    edit = call.edit if call is not None and interrupt.approved else None
+    edited = call if edit is not None else None
+    approved_budget = interrupt.kind == "budget" and bool(interrupt.approved)
+    return InterruptResolvedEvent(
         interrupt_id=interrupt.interrupt_id,
         approved=bool(interrupt.approved),
         rejection_message=interrupt.rejection_message,
         resolved_by=interrupt.resolved_by,
         expired=interrupt.expired,
-        new_spend_limit=interrupt.new_spend_limit if interrupt.approved else None,
+        edited_arguments=edited.arguments if edited is not None else None,
+        edited_arguments_ref=edited.arguments_ref if edited is not None else None,
+        original_arguments=edit.original_arguments if edit is not None else None,
+        original_arguments_ref=(
+            edit.original_arguments_ref if edit is not None else None
+        ),
+        edited_by=edit.edited_by if edit is not None else None,
+        new_spend_limit=interrupt.new_spend_limit if approved_budget else None,
     )
-    events = (agent_event(resolved),)
+
+
+def _settle_budget(state: SessionState, interrupt: Interrupt) -> Transition:
+    """A budget interrupt answered: a new limit continues the turn; else it fails."""
+    active = _active(state)
+    events = (agent_event(_resolved_event(interrupt)),)
     if interrupt.approved and interrupt.new_spend_limit is not None:
         back = replace(active, phase=active.paused_phase, interrupt_id=None)
         raised = replace(state, active=back, spend_limit=interrupt.new_spend_limit)
@@ -855,7 +856,7 @@ def check_message(state: SessionState, prompt: UserPrompt) -> Refusal | None:
             reason="invalid_message",
             message=f"a user message of {size} bytes must travel by reference "
             f"(more than {INLINE_TEXT_LIMIT} bytes inline); send it with "
-            "`dex_agents.send_user_message` or `SessionClient`, which store it first",
+            "`SessionClient.send_user_message`, which stores it first",
         )
     queued = sum(isinstance(i, UserPrompt) for i in state.pending)
     if queued >= MAX_QUEUED_MESSAGES:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .._errors import InvalidArgumentError
-from ..session import IMAGE_MEDIA_TYPES, ImageReference
+from ..session._media import IMAGE_MEDIA_TYPES, ImageReference
 
 _EXTENSIONS = {
     "image/png": ".png",

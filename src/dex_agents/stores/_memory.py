@@ -9,22 +9,23 @@ fails here too.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 
 from pydantic import TypeAdapter
 
 from .._errors import UserError
-from ..session import EventRecord, JsonObject, StoredMessage
+from ..session import JsonObject, StoredMessage
+from ..session._events import EventRecord
 from ._rules import (
     MESSAGES,
+    PollsEvents,
     at_least_one,
     blob_digest,
     check_same_blob,
     check_same_segment,
     missing_blob,
     order_chain,
-    poll_events,
     snapshot_version,
     turn_number,
     unknown_cursor,
@@ -34,7 +35,7 @@ _EVENT = TypeAdapter(EventRecord)
 _JSON_OBJECT = TypeAdapter(JsonObject)
 
 
-class InMemoryRuntimeStore:
+class InMemoryRuntimeStore(PollsEvents):
     """`RuntimeStore` held in this process's memory; nothing survives it."""
 
     def __init__(self) -> None:
@@ -163,15 +164,6 @@ class InMemoryRuntimeStore:
         log = self._events.get(session_id, [])
         return [_EVENT.validate_json(raw) for raw in log[start : start + max(limit, 0)]]
 
-    async def follow_events(
-        self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
-    ) -> AsyncIterator[EventRecord]:
-        """Yield events after `after` as they are appended, until the consumer stops."""
-        async for event in poll_events(
-            self.read_events, session_id, after, poll_interval
-        ):
-            yield event
-
     async def put_snapshot(self, session_id: str, snapshot: JsonObject) -> None:
         """Replace the session's projection unless it holds a higher `version`."""
         self._check_open()
@@ -200,16 +192,7 @@ class InMemoryRuntimeStore:
         limit: int | None = None,
         before: str | None = None,
     ) -> list[JsonObject]:
-        """Sessions' projections, most recently updated first, a page at a time.
-
-        `status` keeps only projections whose `status` is that value; `limit`
-        caps the page; `before` is the `session_id` that ended the previous page
-        (a session updated between two pages moves to the front: a changing
-        list is paged by when each session last changed).
-
-        Raises:
-            UserError: `limit` is below 1, or `before` names no listed session.
-        """
+        """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
         self._check_open()
         at_least_one("limit", limit)
         bound = float("inf")

@@ -24,24 +24,26 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString, Self, cast
 
 from pydantic import TypeAdapter
 
 from .._errors import UserError
-from ..session import EventRecord, JsonObject, StoredMessage
+from ..session import JsonObject, StoredMessage
+from ..session._events import EventRecord
 from ._rules import (
     EVENT_COLUMNS,
     MESSAGES,
+    PollsEvents,
     at_least_one,
     blob_digest,
     chain_messages,
     check_same_blob,
     check_same_segment,
     event_from_row,
+    event_values,
     missing_blob,
-    poll_events,
     snapshot_version,
     turn_number,
     unknown_cursor,
@@ -82,7 +84,8 @@ A database created before a table was added lacks it, so the next open creates
 it (every statement is `IF NOT EXISTS`).
 """
 
-_CONNECTION = {
+# Keywords of `psycopg.AsyncConnection.connect`: `autocommit`, then libpq parameters.
+_CONNECTION: dict[str, Any] = {
     # Single statements commit at once: a poll is one round trip, not BEGIN/COMMIT.
     "autocommit": True,
     "connect_timeout": 10,
@@ -104,6 +107,18 @@ async def _configure(conn: psycopg.AsyncConnection[Any]) -> None:
     with a serialization failure instead of waiting for the counter row.
     """
     await conn.set_isolation_level(psycopg.IsolationLevel.READ_COMMITTED)
+
+
+async def _one(
+    conn: psycopg.AsyncConnection[Any],
+    sql: str,
+    params: Sequence[Any],
+    *,
+    binary: bool = False,
+) -> tuple[Any, ...] | None:
+    """The first row `sql` answers on `conn`, or None."""
+    cur = await conn.execute(_sql(sql), params, binary=binary)
+    return await cur.fetchone()
 
 
 def _schema(p: str) -> list[str]:
@@ -174,7 +189,7 @@ def _chain(p: str) -> str:
     SELECT segment_id, parent_id, body FROM chain"""
 
 
-class PostgresRuntimeStore:
+class PostgresRuntimeStore(PollsEvents):
     """`RuntimeStore` on a PostgreSQL database shared by every worker and client.
 
     The constructor connects to nothing; the pool opens and the tables are
@@ -280,11 +295,11 @@ class PostgresRuntimeStore:
         return self._pool
 
     async def _missing(self, conn: psycopg.AsyncConnection[Any]) -> bool:
-        cur = await conn.execute(
+        row = await _one(
+            conn,
             "SELECT count(to_regclass(name)) FROM unnest(%s::text[]) AS name",
             ([f"{self._p}{name}" for name in _OBJECTS],),
         )
-        row = await cur.fetchone()
         return row is None or row[0] < len(_OBJECTS)
 
     async def _create_missing(self, conn: psycopg.AsyncConnection[Any]) -> None:
@@ -338,14 +353,12 @@ class PostgresRuntimeStore:
             )
             if cur.rowcount == 1:
                 return
-            cur = await conn.execute(
-                _sql(
-                    f"SELECT parent_id, body FROM {self._p}segments"
-                    " WHERE session_id = %s AND segment_id = %s"
-                ),
+            row = await _one(
+                conn,
+                f"SELECT parent_id, body FROM {self._p}segments"
+                " WHERE session_id = %s AND segment_id = %s",
                 (session_id, segment_id),
             )
-            row = await cur.fetchone()
         assert row is not None  # the insert conflicted with this very row
         check_same_segment(session_id, segment_id, row, parent_id, body)
 
@@ -403,14 +416,11 @@ class PostgresRuntimeStore:
     async def _blob_digest(
         self, conn: psycopg.AsyncConnection[Any], session_id: str, blob_id: str
     ) -> str | None:
-        cur = await conn.execute(
-            _sql(
-                f"SELECT sha256 FROM {self._p}blobs"
-                " WHERE session_id = %s AND blob_id = %s"
-            ),
+        row = await _one(
+            conn,
+            f"SELECT sha256 FROM {self._p}blobs WHERE session_id = %s AND blob_id = %s",
             (session_id, blob_id),
         )
-        row = await cur.fetchone()
         return None if row is None else row[0]
 
     async def get_blob(self, session_id: str, blob_id: str) -> bytes:
@@ -418,15 +428,12 @@ class PostgresRuntimeStore:
         pool = await self._ensure_open()
         async with pool.connection() as conn:
             # Binary results: as text, BYTEA would travel hex-encoded, twice its size.
-            cur = await conn.execute(
-                _sql(
-                    f"SELECT data FROM {self._p}blobs"
-                    " WHERE session_id = %s AND blob_id = %s"
-                ),
+            row = await _one(
+                conn,
+                f"SELECT data FROM {self._p}blobs WHERE session_id = %s AND blob_id = %s",
                 (session_id, blob_id),
                 binary=True,
             )
-            row = await cur.fetchone()
         if row is None:
             raise missing_blob(session_id, blob_id)
         return bytes(row[0])
@@ -489,16 +496,14 @@ class PostgresRuntimeStore:
             # Sessions in a fixed order, so two appends never wait on each other's rows.
             next_cursor: dict[str, int] = {}
             for session_id in sorted(counts):
-                cur = await conn.execute(
-                    _sql(
-                        f"INSERT INTO {self._p}event_cursors AS c VALUES (%s, %s)"
-                        " ON CONFLICT (session_id) DO UPDATE"
-                        " SET last_cursor = c.last_cursor + excluded.last_cursor"
-                        " RETURNING last_cursor"
-                    ),
+                row = await _one(
+                    conn,
+                    f"INSERT INTO {self._p}event_cursors AS c VALUES (%s, %s)"
+                    " ON CONFLICT (session_id) DO UPDATE"
+                    " SET last_cursor = c.last_cursor + excluded.last_cursor"
+                    " RETURNING last_cursor",
                     (session_id, counts[session_id]),
                 )
-                row = await cur.fetchone()
                 assert row is not None
                 next_cursor[session_id] = int(row[0]) - counts[session_id] + 1
             cursors: list[int] = []
@@ -507,18 +512,7 @@ class PostgresRuntimeStore:
                 cursor = next_cursor[e.session_id]
                 next_cursor[e.session_id] += 1
                 cursors.append(cursor)
-                rows.append(
-                    (
-                        e.session_id,
-                        cursor,
-                        e.turn_id,
-                        e.step_execution_id,
-                        e.attempt,
-                        e.seq,
-                        e.type,
-                        _JSON_OBJECT.dump_json(e.data).decode(),
-                    )
-                )
+                rows.append((e.session_id, cursor, *event_values(e)))
             async with conn.cursor() as cur:
                 await cur.executemany(
                     _sql(
@@ -540,15 +534,6 @@ class PostgresRuntimeStore:
             (session_id, after, limit),
         )
         return [event_from_row(session_id, row) for row in rows]
-
-    async def follow_events(
-        self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
-    ) -> AsyncIterator[EventRecord]:
-        """Yield events after `after` as they are appended, until the consumer stops."""
-        async for event in poll_events(
-            self.read_events, session_id, after, poll_interval
-        ):
-            yield event
 
     # -- snapshots ---------------------------------------------------------
 
@@ -585,16 +570,7 @@ class PostgresRuntimeStore:
         limit: int | None = None,
         before: str | None = None,
     ) -> list[JsonObject]:
-        """Sessions' projections, most recently updated first, a page at a time.
-
-        `status` keeps only projections whose `status` is that value; `limit`
-        caps the page; `before` is the `session_id` that ended the previous page
-        (a session updated between two pages moves to the front: a changing
-        list is paged by when each session last changed).
-
-        Raises:
-            UserError: `limit` is below 1, or `before` names no listed session.
-        """
+        """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
         at_least_one("limit", limit)
         bound: int | None = None
         if before is not None:

@@ -25,7 +25,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
-from ..session import EventRecord, JsonObject, StoredMessage
+from ..session import JsonObject, StoredMessage
+from ..session._events import EventRecord
 
 
 class SegmentConflictError(Exception):

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Iterable, Sequence
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter
 
 from .._errors import UserError
-from ..session import EventRecord, JsonObject, StoredMessage
+from ..session import JsonObject, StoredMessage
+from ..session._events import EventRecord
 from ._protocols import BlobConflictError, SegmentConflictError
 
 _EVENT = TypeAdapter(EventRecord)
@@ -55,7 +56,7 @@ def unknown_cursor(session_id: str | None) -> UserError:
     )
 
 
-def turn_number(number: int) -> int:
+def turn_number(number: object) -> int:
     """A turn log key, checked: turns count from 1.
 
     Raises:
@@ -150,25 +151,47 @@ def event_from_row(session_id: str, row: Sequence[Any]) -> EventRecord:
     )
 
 
-async def poll_events(
-    read_events: Callable[..., Awaitable[list[EventRecord]]],
-    session_id: str,
-    after: int,
-    poll_interval: float,
-) -> AsyncIterator[EventRecord]:
-    """Follow a session's events by polling `read_events`, until the consumer stops.
+def event_values(event: EventRecord) -> tuple[str, str, int, int, str, str]:
+    """The `EVENT_COLUMNS` after `cursor` of `event`, its `data` as JSON text."""
+    return (
+        event.turn_id,
+        event.step_execution_id,
+        event.attempt,
+        event.seq,
+        event.type,
+        _JSON_OBJECT.dump_json(event.data).decode(),
+    )
+
+
+class _EventReader(Protocol):
+    async def read_events(
+        self, session_id: str, *, after: int = 0, limit: int = 1000
+    ) -> list[EventRecord]: ...
+
+
+class PollsEvents:
+    """A store's `follow_events`, which polls the store's own `read_events`.
 
     Writers may be other processes or hosts, so followers poll the store
     itself rather than wait on anything in this process.
     """
-    cursor = after
-    while True:
-        batch = await read_events(session_id, after=cursor)
-        for event in batch:
-            cursor = event.cursor
-            yield event
-        if not batch:
-            await asyncio.sleep(poll_interval)
+
+    async def follow_events(
+        self: _EventReader,
+        session_id: str,
+        *,
+        after: int = 0,
+        poll_interval: float = 0.01,
+    ) -> AsyncIterator[EventRecord]:
+        """Yield events after `after` as they are appended, until the consumer stops."""
+        cursor = after
+        while True:
+            batch = await self.read_events(session_id, after=cursor)
+            for event in batch:
+                cursor = event.cursor
+                yield event
+            if not batch:
+                await asyncio.sleep(poll_interval)
 
 
 def check_same_segment(

@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -28,18 +28,20 @@ from typing import Any, Self, TypeVar
 from pydantic import TypeAdapter
 
 from .._errors import UserError
-from ..session import EventRecord, JsonObject, StoredMessage
+from ..session import JsonObject, StoredMessage
+from ..session._events import EventRecord
 from ._rules import (
     EVENT_COLUMNS,
     MESSAGES,
+    PollsEvents,
     at_least_one,
     blob_digest,
     chain_messages,
     check_same_blob,
     check_same_segment,
     event_from_row,
+    event_values,
     missing_blob,
-    poll_events,
     snapshot_version,
     turn_number,
     unknown_cursor,
@@ -114,7 +116,7 @@ SELECT segment_id, parent_id, body FROM chain
 """
 
 
-class SQLiteRuntimeStore:
+class SQLiteRuntimeStore(PollsEvents):
     """`RuntimeStore` on one SQLite file, safe to share between processes.
 
     The constructor touches nothing on disk; the file and its tables are created
@@ -379,18 +381,7 @@ class SQLiteRuntimeStore:
         """Append events and return their cursors; see `RuntimeStore.append_events`."""
         if not events:
             return []
-        rows = [
-            (
-                e.session_id,
-                e.turn_id,
-                e.step_execution_id,
-                e.attempt,
-                e.seq,
-                e.type,
-                _JSON_OBJECT.dump_json(e.data).decode(),
-            )
-            for e in events
-        ]
+        rows = [(e.session_id, *event_values(e)) for e in events]
 
         def append(conn: sqlite3.Connection) -> list[int]:
             last: dict[str, int] = {}
@@ -428,19 +419,6 @@ class SQLiteRuntimeStore:
 
         rows = await self._run(read)
         return [event_from_row(session_id, row) for row in rows]
-
-    async def follow_events(
-        self, session_id: str, *, after: int = 0, poll_interval: float = 0.01
-    ) -> AsyncIterator[EventRecord]:
-        """Yield events after `after` as they are appended, until the consumer stops.
-
-        Another process may be the writer, so this polls the file rather than
-        waiting on anything in-process.
-        """
-        async for event in poll_events(
-            self.read_events, session_id, after, poll_interval
-        ):
-            yield event
 
     # -- snapshots ---------------------------------------------------------
 
@@ -486,16 +464,7 @@ class SQLiteRuntimeStore:
         limit: int | None = None,
         before: str | None = None,
     ) -> list[JsonObject]:
-        """Sessions' projections, most recently updated first, a page at a time.
-
-        `status` keeps only projections whose `status` is that value; `limit`
-        caps the page; `before` is the `session_id` that ended the previous page
-        (a session updated between two pages moves to the front: a changing
-        list is paged by when each session last changed).
-
-        Raises:
-            UserError: `limit` is below 1, or `before` names no listed session.
-        """
+        """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
         at_least_one("limit", limit)
 
         def read(conn: sqlite3.Connection) -> list[tuple[str]] | None:

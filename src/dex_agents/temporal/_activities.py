@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import hashlib
 import time
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncGenerator, Callable, Coroutine, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -33,41 +33,44 @@ from .._errors import (
 )
 from ..notify import WebhookError
 from ..session import (
-    INLINE_TEXT_LIMIT,
     AgentEvent,
     AgentFrameworkRunner,
     AgentSessionOptions,
-    BlobReference,
     DeferredToolExecution,
     EditContext,
-    EventRecord,
     JsonObject,
-    JsonValue,
-    PendingItem,
-    ResumeState,
     RunModelContext,
-    SegmentRerunEvent,
     StoredMessage,
     ToolCall,
-    ToolCallAttemptFailedEvent,
     ToolCallFinishedEvent,
     ToolCallsRequested,
-    ToolCallStartedEvent,
     ToolOutcome,
-    ToolRecord,
     TurnCompleted,
-    UserPrompt,
+)
+from ..session._blob import BlobReference, blob_reference, preview
+from ..session._events import (
+    EventRecord,
+    SegmentRerunEvent,
+    ToolCallAttemptFailedEvent,
+    ToolCallStartedEvent,
     agent_event,
-    blob_reference,
-    idempotency_key,
-    image_message_builder,
-    preview,
-    preview_arguments,
-    reset_current_deferred_tool_execution,
-    set_current_deferred_tool_execution,
     stamped,
 )
-from ..session._runner import ParkedResume, resume_parker
+from ..session._json import JsonValue
+from ..session._notification import preview_arguments
+from ..session._pending import INLINE_TEXT_LIMIT, PendingItem, UserPrompt
+from ..session._policy import idempotency_key
+from ..session._records import (
+    ToolRecord,
+    reset_current_deferred_tool_execution,
+    set_current_deferred_tool_execution,
+)
+from ..session._runner import (
+    ParkedResume,
+    ResumeState,
+    image_message_builder,
+    resume_parker,
+)
 from ..session._state import SUMMARY_TEXT_LIMIT
 from ..stores import RuntimeStore
 from ._events import StoreEventSink
@@ -265,7 +268,7 @@ def _cancel_requested() -> bool:
 @contextlib.asynccontextmanager
 async def _heartbeating(
     timeout: timedelta, checkpoint: _Checkpoint | None = None
-) -> AsyncIterator[None]:
+) -> AsyncGenerator[None, None]:
     async def beat() -> None:
         while True:
             activity.heartbeat(*(checkpoint.details() if checkpoint else ()))
@@ -279,6 +282,19 @@ async def _heartbeating(
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def _step_sink(
+    store: RuntimeStore, input: RunModelInput | CallToolInput, attempt: int
+) -> StoreEventSink:
+    """Where attempt `attempt` of the Step that `input` runs sends its events."""
+    return StoreEventSink(
+        store,
+        session_id=input.session_id,
+        turn_id=input.turn_id,
+        step_execution_id=input.step_execution_id,
+        attempt=attempt,
+    )
 
 
 def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationError:
@@ -328,7 +344,7 @@ def _retried(failure: ApplicationError, attempt: int) -> bool:
 def _span_recorder() -> Callable[..., None] | None:
     """The chat-span recorder when OpenTelemetry is installed, else None (tracing is optional)."""
     try:
-        from ..otel import record_chat_span
+        from ..otel._spans import record_chat_span
     except ImportError:
         return None
     return record_chat_span
@@ -471,13 +487,7 @@ def build_activities(
                 input.session_events,
             )
         pending = tuple([await stored_item(input.session_id, i) for i in input.pending])
-        async with StoreEventSink(
-            store,
-            session_id=input.session_id,
-            turn_id=input.turn_id,
-            step_execution_id=input.step_execution_id,
-            attempt=attempt,
-        ) as sink:
+        async with _step_sink(store, input, attempt) as sink:
             if attempt > 1:
                 # Said before the segment runs again: tools inside the model's CLI
                 # may run a second time in it (they are at least once).
@@ -630,13 +640,7 @@ def build_activities(
             heartbeat_checkpoint=checkpoint.previous,
             checkpoint_recorder=checkpoint.record,
         )
-        async with StoreEventSink(
-            store,
-            session_id=input.session_id,
-            turn_id=input.turn_id,
-            step_execution_id=input.step_execution_id,
-            attempt=attempt,
-        ) as sink:
+        async with _step_sink(store, input, attempt) as sink:
             sink.emit(agent_event(started))
             token = set_current_deferred_tool_execution(execution)
             try:

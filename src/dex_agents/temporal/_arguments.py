@@ -25,13 +25,15 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, ClassVar, cast
 
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
 from .._errors import InvalidArgumentError
-from ..session import INLINE_TEXT_LIMIT, BlobReference, ImageReference
+from ..session._blob import BlobReference
+from ..session._media import ImageReference
+from ..session._pending import INLINE_TEXT_LIMIT
 from ._models import (
     CancelTurnInput,
     EndSessionInput,
@@ -56,6 +58,15 @@ def shown(value: object) -> str:
     return f"{type(value).__name__} {text}"
 
 
+def _must_be(
+    argument: str, what: str, value: object, then: str = ""
+) -> InvalidArgumentError:
+    """The error of `argument` holding `value` where it must be `what` (`then`: a hint)."""
+    return InvalidArgumentError(
+        argument, f"`{argument}` must be {what}, got {shown(value)}{then}"
+    )
+
+
 def _unicode_problem(argument: str, value: str) -> InvalidArgumentError | None:
     try:
         value.encode("utf-8")
@@ -76,10 +87,7 @@ def check_id(argument: str, value: object, *, what: str) -> str:
         InvalidArgumentError: it is not.
     """
     if not isinstance(value, str) or not value:
-        raise InvalidArgumentError(
-            argument,
-            f"`{argument}` must be a non-empty string ({what}), got {shown(value)}",
-        )
+        raise _must_be(argument, f"a non-empty string ({what})", value)
     problem = _unicode_problem(argument, value)
     if problem is not None:
         raise problem
@@ -110,9 +118,7 @@ def check_text(argument: str, value: object, *, optional: bool = False) -> None:
         return
     if not isinstance(value, str):
         none = " or None" if optional else ""
-        raise InvalidArgumentError(
-            argument, f"`{argument}` must be a string{none}, got {shown(value)}"
-        )
+        raise _must_be(argument, f"a string{none}", value)
     problem = _unicode_problem(argument, value)
     if problem is not None:
         raise problem
@@ -125,10 +131,11 @@ def check_flag(argument: str, value: object) -> bool:
         InvalidArgumentError: it is not.
     """
     if not isinstance(value, bool):
-        raise InvalidArgumentError(
+        raise _must_be(
             argument,
-            f"`{argument}` must be True or False (a bool), got {shown(value)}; "
-            "pass a bool: a string such as 'false' or a number is not read as one",
+            "True or False (a bool)",
+            value,
+            "; pass a bool: a string such as 'false' or a number is not read as one",
         )
     return value
 
@@ -140,10 +147,8 @@ def check_count(argument: str, value: object, *, minimum: int) -> int:
         InvalidArgumentError: it is not.
     """
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidArgumentError(
-            argument,
-            f"`{argument}` must be a whole number of at least {minimum} (an int), "
-            f"got {shown(value)}",
+        raise _must_be(
+            argument, f"a whole number of at least {minimum} (an int)", value
         )
     return value
 
@@ -164,16 +169,18 @@ def check_timeout(value: object) -> None:
         except OverflowError:  # an int too large for a float
             seconds = math.inf
     else:
-        raise InvalidArgumentError(
+        raise _must_be(
             "timeout",
-            f"`timeout` must be seconds (an int or float), a timedelta, or None "
-            f"to wait as long as it takes, got {shown(value)}",
+            "seconds (an int or float), a timedelta, or None to wait as long as it "
+            "takes",
+            value,
         )
     if not math.isfinite(seconds) or seconds < 0:
-        raise InvalidArgumentError(
+        raise _must_be(
             "timeout",
-            f"`timeout` must be a finite number of seconds, at least 0, got "
-            f"{shown(value)}; pass None to wait as long as it takes",
+            "a finite number of seconds, at least 0",
+            value,
+            "; pass None to wait as long as it takes",
         )
 
 
@@ -186,12 +193,13 @@ def check_images(argument: str, value: object) -> None:
     if value is None:
         return
     if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
-        raise InvalidArgumentError(
+        raise _must_be(
             argument,
-            f"`{argument}` must be a list of `ImageReference` (from "
-            f"`MediaStore.put_image`) or None, got {shown(value)}",
+            "a list of `ImageReference` (from `MediaStore.put_image`) or None",
+            value,
         )
-    for index, image in enumerate(value):
+    # isinstance leaves the item type unknown; each item is checked below.
+    for index, image in enumerate(cast(Sequence[object], value)):
         if not isinstance(image, ImageReference):
             raise InvalidArgumentError(
                 argument,
@@ -214,10 +222,7 @@ def check_message_input(input: UserMessageInput) -> None:
     if input.text_ref is not None and not isinstance(  # pyright: ignore[reportUnnecessaryIsInstance]
         input.text_ref, BlobReference
     ):
-        raise InvalidArgumentError(
-            "text_ref",
-            f"`text_ref` must be a blob reference or None, got {shown(input.text_ref)}",
-        )
+        raise _must_be("text_ref", "a blob reference or None", input.text_ref)
 
 
 def check_resolution_input(input: ResolveInterruptInput) -> None:
@@ -236,17 +241,18 @@ def check_resolution_input(input: ResolveInterruptInput) -> None:
     check_text("rejection_message", input.rejection_message, optional=True)
     check_text("resolved_by", input.resolved_by, optional=True)
     check_edit(input)
-    limit = input.new_spend_limit
+    # `object`: the decoded payload may hold anything, which is what is checked.
+    limit = cast(object, input.new_spend_limit)
     if limit is not None and (
         isinstance(limit, bool)
         or not isinstance(limit, int | float)
         or not math.isfinite(limit)
         or limit <= 0
     ):
-        raise InvalidArgumentError(
+        raise _must_be(
             "new_spend_limit",
-            "`new_spend_limit` must be a positive, finite number of USD (an int or "
-            f"float), got {shown(limit)}",
+            "a positive, finite number of USD (an int or float)",
+            limit,
         )
 
 
@@ -261,10 +267,8 @@ def check_edit(input: ResolveInterruptInput) -> None:
     if input.edited_input_ref is not None and not isinstance(  # pyright: ignore[reportUnnecessaryIsInstance]
         input.edited_input_ref, BlobReference
     ):
-        raise InvalidArgumentError(
-            "edited_input_ref",
-            "`edited_input_ref` must be a blob reference or None, got "
-            f"{shown(input.edited_input_ref)}",
+        raise _must_be(
+            "edited_input_ref", "a blob reference or None", input.edited_input_ref
         )
     if input.edited_input is None:
         return
@@ -286,7 +290,7 @@ def check_edit(input: ResolveInterruptInput) -> None:
             "edited_input",
             f"`edited_input` of {size:,} bytes must travel by reference (more than "
             f"{MAX_INLINE_EDIT_BYTES:,} bytes inline); resolve with "
-            "`dex_agents.resolve_interrupt` or `SessionClient`, which store it first",
+            "`SessionClient.resolve_interrupt`, which stores it first",
         )
 
 
@@ -297,12 +301,8 @@ def check_json_object(argument: str, value: object) -> None:
         InvalidArgumentError: it is not, naming where inside it.
     """
     if not isinstance(value, Mapping):
-        raise InvalidArgumentError(
-            argument,
-            f"`{argument}` must be a JSON object (a dict with str keys), got "
-            f"{shown(value)}",
-        )
-    _check_json(argument, argument, value, depth=0)
+        raise _must_be(argument, "a JSON object (a dict with str keys)", value)
+    _check_json(argument, argument, cast(Mapping[object, object], value), depth=0)
 
 
 _MAX_JSON_DEPTH = 100
@@ -328,7 +328,8 @@ def _check_json(argument: str, where: str, value: object, *, depth: int) -> None
             raise InvalidArgumentError(argument, problem.message)
         return
     if isinstance(value, Mapping):
-        items: Mapping[object, object] = value  # pyright: ignore[reportUnknownVariableType]
+        # isinstance leaves the key and item types unknown; each is checked below.
+        items = cast(Mapping[object, object], value)
         for key, item in items.items():
             if not isinstance(key, str):
                 raise InvalidArgumentError(
@@ -339,7 +340,7 @@ def _check_json(argument: str, where: str, value: object, *, depth: int) -> None
             _check_json(argument, f"{where}[{key!r}]", item, depth=depth + 1)
         return
     if isinstance(value, list | tuple):
-        sequence: Sequence[object] = value  # pyright: ignore[reportUnknownVariableType]
+        sequence = cast(Sequence[object], value)
         for index, item in enumerate(sequence):
             _check_json(argument, f"{where}[{index}]", item, depth=depth + 1)
         return
@@ -371,7 +372,7 @@ def check_end_input(input: EndSessionInput) -> None:
 
 
 def _check_decoded_flag(input: object, argument: str) -> None:
-    coerced = dict(getattr(input, "coerced", ()))
+    coerced: dict[str, object] = dict(getattr(input, "coerced", ()))
     if argument in coerced:
         raise InvalidArgumentError(
             argument,
@@ -399,9 +400,14 @@ def _note_coerced(flags: tuple[str, ...]) -> Any:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ResolveInterruptUpdate(ResolveInterruptInput):
-    """`ResolveInterruptInput` as the Update decodes it: lenient, with what it forgave."""
+class _NotesCoerced:
+    """An Update argument as the Update decodes it: lenient, with what it forgave.
 
+    A subclass lists in `_FLAGS` the flags whose coercion it notes, and comes
+    before the input it decodes among its bases, so `coerced` is its last field.
+    """
+
+    _FLAGS: ClassVar[tuple[str, ...]] = ()
     coerced: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     """Flags that arrived as another JSON type than a boolean, with what they were."""
 
@@ -411,22 +417,19 @@ class ResolveInterruptUpdate(ResolveInterruptInput):
     ) -> CoreSchema:
         """The dataclass's own schema, after a note of the flags it coerces."""
         return core_schema.no_info_before_validator_function(
-            _note_coerced(("approved",)), handler(source)
+            _note_coerced(cls._FLAGS), handler(source)
         )
 
 
 @dataclass(frozen=True, kw_only=True)
-class EndSessionUpdate(EndSessionInput):
+class ResolveInterruptUpdate(_NotesCoerced, ResolveInterruptInput):
+    """`ResolveInterruptInput` as the Update decodes it: lenient, with what it forgave."""
+
+    _FLAGS = ("approved",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class EndSessionUpdate(_NotesCoerced, EndSessionInput):
     """`EndSessionInput` as the Update decodes it: lenient, with what it forgave."""
 
-    coerced: tuple[tuple[str, str], ...] = field(default=(), repr=False)
-    """Flags that arrived as another JSON type than a boolean, with what they were."""
-
-    @classmethod
-    def __get_pydantic_core_schema__(
-        cls, source: Any, handler: GetCoreSchemaHandler
-    ) -> CoreSchema:
-        """The dataclass's own schema, after a note of the flags it coerces."""
-        return core_schema.no_info_before_validator_function(
-            _note_coerced(("force",)), handler(source)
-        )
+    _FLAGS = ("force",)

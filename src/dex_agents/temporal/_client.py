@@ -12,7 +12,7 @@ from collections.abc import (
     AsyncIterator,
     Awaitable,
     Callable,
-    Iterator,
+    Generator,
     Mapping,
     Sequence,
 )
@@ -45,15 +45,11 @@ from .._errors import (
     UnknownSessionError,
     UserError,
 )
-from ..session import (
-    INLINE_TEXT_LIMIT,
-    MAX_USER_MESSAGE_BYTES,
-    EventRecord,
-    ImageReference,
-    JsonObject,
-    blob_reference,
-    preview,
-)
+from ..session import JsonObject
+from ..session._blob import blob_reference, preview
+from ..session._events import EventRecord
+from ..session._media import ImageReference
+from ..session._pending import INLINE_TEXT_LIMIT, MAX_USER_MESSAGE_BYTES
 from ..stores import RuntimeStore
 from ._activities import read_arguments
 from ._arguments import (
@@ -134,12 +130,17 @@ async def _patient(call: Callable[[], Awaitable[_T]]) -> _T:
         delay = min(delay * 2, 2.0)
 
 
+# temporalio annotates the multi-param overload of `execute_update` (and its
+# siblings) with an invalid `args: MultiParamSpec.args`, which pyright reads as
+# unknown: each Update call below carries an ignore for that one gap.
 def _handle(client: Client, session_id: str) -> WorkflowHandle[object, None]:
     return client.get_workflow_handle(session_id)
 
 
 @contextlib.contextmanager
-def _update_errors(session_id: str, interrupt_id: str = "") -> Iterator[None]:
+def _update_errors(
+    session_id: str, interrupt_id: str = ""
+) -> Generator[None, None, None]:
     """Turn the workflow's typed Update rejections into this library's errors.
 
     Any other failure propagates unchanged, with its original cause.
@@ -219,62 +220,6 @@ async def user_message_input(
     return UserMessageInput(text=preview(text), text_ref=ref, images=list(images or ()))
 
 
-async def start_agent_session(
-    client: Client,
-    flow: AgentSessionFlow,
-    session_id: str,
-    *,
-    initial_message: str | None = None,
-    initial_images: Sequence[ImageReference] | None = None,
-    store: RuntimeStore | None = None,
-) -> bool:
-    """Start the session if it is new (update-with-start: idempotent), and send a message.
-
-    `initial_images` go with `initial_message` (which may then be empty). Returns
-    what `send_user_message` returns, or True when no message was given. A
-    message longer than `INLINE_TEXT_LIMIT` bytes needs `store`.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value; nothing
-            was started or sent.
-        UserError: the ID belongs to a session of another flow, or the message
-            is refused as by `send_user_message`.
-        SessionEndedError: the ID belongs to a session that ended.
-    """
-    check_session_id(session_id)
-    check_text("initial_message", initial_message, optional=True)
-    check_images("initial_images", initial_images)
-    await _refuse_other_flow(client, flow, session_id)
-    operation = WithStartWorkflowOperation(
-        flow.flow_type,
-        SessionInput(),
-        id=session_id,
-        task_queue=flow.task_queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        result_type=type(None),
-    )
-    with _update_errors(session_id):
-        if initial_message is None and not initial_images:
-            await _patient(
-                lambda: client.execute_update_with_start_workflow(
-                    "describe", start_workflow_operation=operation, result_type=int
-                )
-            )
-            return True
-        message = await user_message_input(
-            session_id,
-            initial_message or "",
-            initial_images,
-            store or plugin_store(client),
-        )
-        return await client.execute_update_with_start_workflow(
-            "send_user_message",
-            message,
-            start_workflow_operation=operation,
-            result_type=bool,
-        )
-
-
 async def _refuse_other_flow(
     client: Client, flow: AgentSessionFlow, session_id: str
 ) -> None:
@@ -314,207 +259,11 @@ async def _refuse_other_flow(
         )
 
 
-async def send_user_message(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    text: str,
-    images: Sequence[ImageReference] | None = None,
-    *,
-    store: RuntimeStore | None = None,
-) -> bool:
-    """Send a user message to a running session; True once it is queued for a turn.
-
-    `images` are media store references sent after the text. False means the
-    message was not queued: it has images and the session's runner cannot send
-    images (for a Claude agent, its definition has no `media_store`). A message
-    longer than `INLINE_TEXT_LIMIT` bytes is written to `store` and sent by
-    reference; at most `MAX_USER_MESSAGE_BYTES`.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value (nothing
-            is sent or written).
-        UnknownSessionError: no session has this ID.
-        UserError: the text is empty or too long, or the session already queues
-            `MAX_QUEUED_MESSAGES` messages.
-    """
-    del flow  # the session's workflow knows its flow; kept for a uniform signature
-    check_session_id(session_id)
-    message = await user_message_input(
-        session_id, text, images, store or plugin_store(client)
-    )
-    with _update_errors(session_id):
-        return await _patient(
-            lambda: _handle(client, session_id).execute_update(
-                "send_user_message", message, result_type=bool
-            )
-        )
-
-
-async def send_and_wait(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    text: str,
-    images: Sequence[ImageReference] | None = None,
-    *,
-    store: RuntimeStore | None = None,
-    turns: int = RECENT_TURNS,
-) -> AgentSnapshot:
-    """Send a user message and return the snapshot once its turn is over.
-
-    The same as `send_user_message` followed by `wait_for_idle`, in one Update
-    instead of an Update, a Query and another Update: the turn's answer (or the
-    approval it waits for) arrives a round trip sooner, and the session's
-    history holds fewer events. A worker older than this call gets the two calls.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value.
-        UnknownSessionError: no session has this ID.
-        UserError: as `send_user_message`, and for images the session's runner
-            cannot send (nothing is queued).
-    """
-    del flow
-    check_session_id(session_id)
-    check_count("turns", turns, minimum=0)
-    store = store or plugin_store(client)
-    message = await user_message_input(session_id, text, images, store)
-    try:
-        with _update_errors(session_id):
-            snapshot = await _patient(
-                lambda: _handle(client, session_id).execute_update(
-                    "send_and_wait", message, result_type=AgentSnapshot
-                )
-            )
-    except WorkflowUpdateFailedError as err:
-        cause = err.cause
-        if not (isinstance(cause, ApplicationError) and _NO_HANDLER in cause.message):
-            raise
-        # A worker of a release before `send_and_wait`: nothing was queued.
-        if not await send_user_message(
-            client, None, session_id, text, images, store=store
-        ):
-            raise UserError(_NO_IMAGES_MESSAGE) from err
-        return await wait_for_idle(client, None, session_id, store=store, turns=turns)
-    return await with_recent_turns(snapshot, store, turns)
-
-
 _NO_HANDLER = "Update handler for 'send_and_wait' expected but not found"
 _NO_IMAGES_MESSAGE = (
     "this session's runner cannot send images; send text only, or give the agent "
     "definition a media store"
 )
-
-
-async def resolve_interrupt(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    *,
-    interrupt_id: str,
-    approved: bool,
-    rejection_message: str | None = None,
-    timeout: timedelta | float | None = None,
-    resolved_by: str | None = None,
-    edited_input: Mapping[str, Any] | None = None,
-    store: RuntimeStore | None = None,
-    new_spend_limit: float | None = None,
-) -> bool:
-    """Approve or reject a pending tool call, or approve it with an edited input.
-
-    `resolved_by` names who decided: the session records it with the
-    resolution (the interrupt, the call's record, the `interrupt_resolved`
-    event), on the Update and on the recorded Signal alike.
-    Returns False when the interrupt was already resolved (nothing changes).
-    With `timeout` (seconds or a `timedelta`), a resolution that no worker
-    takes in time is recorded in the session's history instead (the
-    `record_resolution` Signal, kept with no worker running) and
-    `NoWorkerError(recorded=True)` says so: it applies once a worker runs the
-    session, exactly once, however many times it was sent; the first recorded
-    answer of an interrupt is the one that applies. Without
-    `timeout`, the call waits for a worker as long as it takes.
-
-    `edited_input` (with `approved=True`) approves the call with this input
-    instead of the model's: the worker checks it against the tool's schema and
-    decides its policy again, the call runs with it, and its record and the
-    `interrupt_resolved` event keep both inputs and who edited (`resolved_by`).
-    The model reads the result with a note that a person edited the input. An
-    edit longer than `MAX_INLINE_EDIT_BYTES` goes to `store` first. An edit is
-    never recorded without a worker: it needs the check.
-
-    An interrupt of kind `budget` (the session reached its spend limit; status
-    `budget_reached`) is approved with `new_spend_limit`, in USD and above what
-    the session spent: the turn goes on under it. Rejected, the turn fails as
-    a spent limit always did.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value, such as
-            an `approved` that is not a bool (nothing is sent or recorded).
-        InvalidEditError: the tool refuses `edited_input` (`field` names where);
-            the call stays pending.
-        UnknownSessionError: no session has this ID.
-        UnknownInterruptError: the session never created `interrupt_id`.
-        NoWorkerError: no worker took it within `timeout`. `recorded` is True
-            when it (or the same answer, earlier) is in the session's history;
-            False when an earlier recorded answer of the other way applies
-            instead (`superseded` names it).
-    """
-    del flow
-    check_session_id(session_id)
-    edit = None if edited_input is None else cast(JsonObject, edited_input)
-    resolution = ResolveInterruptInput(
-        interrupt_id=interrupt_id,
-        approved=approved,
-        rejection_message=rejection_message,
-        resolved_by=resolved_by,
-        edited_input=edit,
-        new_spend_limit=new_spend_limit,
-    )
-    if edit is not None:
-        # Every check before the store is written: a refused call writes nothing.
-        check_resolution_input(replace(resolution, edited_input={}))
-        check_json_object("edited_input", edit)
-        resolution = await _edit_by_reference(
-            session_id, resolution, store or plugin_store(client)
-        )
-    check_resolution_input(resolution)
-    check_timeout(timeout)
-    deadline = Deadline(timeout_seconds(timeout))
-    handle = _handle(client, session_id)
-    update_id = str(uuid.uuid4())  # one Update on the server, however often asked
-    with _update_errors(session_id, interrupt_id):
-        taken, changed = await within(
-            deadline,
-            lambda: _patient(
-                lambda: handle.execute_update(
-                    "resolve_interrupt", resolution, id=update_id, result_type=bool
-                )
-            ),
-        )
-    if taken:
-        return bool(changed)
-    if resolution.edited:
-        raise NoWorkerError(
-            session_id,
-            f"the edited approval of interrupt {interrupt_id!r} (an edit needs a "
-            "worker to check it, so it is never recorded without one)",
-            timeout=deadline.seconds or 0.0,
-            recorded=False,
-        )
-    earlier = await _recorded_resolution(client, session_id, interrupt_id)
-    if earlier is None:
-        await handle.signal(RECORD_RESOLUTION, resolution)
-    verb = "approval" if approved else "rejection"
-    other = earlier is not None and earlier.approved != approved
-    raise NoWorkerError(
-        session_id,
-        f"the {verb} of interrupt {interrupt_id!r}",
-        timeout=deadline.seconds or 0.0,
-        recorded=not other,
-        superseded=("an approval" if approved is False else "a rejection")
-        if other
-        else None,
-    )
 
 
 async def _edit_by_reference(
@@ -575,120 +324,6 @@ def _closed(err: RPCError) -> bool:
     return err.status == RPCStatusCode.NOT_FOUND and "already completed" in err.message
 
 
-async def end_session(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    *,
-    reason: str = "",
-    force: bool = False,
-    timeout: timedelta | float | None = None,
-) -> bool:
-    """End a session: its workflow completes, and its history stays readable.
-
-    True once it ended; False if it had ended already (or its workflow was
-    closed some other way). Ending is graceful, like a Temporal workflow that
-    returns, never a cancellation of something running: an idle session ends
-    at once. One with work in progress (a running turn, queued messages, or
-    approvals waiting) is refused with `SessionBusyError` unless `force`;
-    forced, its waiting approvals are rejected with "the session ended:
-    <reason>" (the agent is not asked again), its queued messages are dropped,
-    and a running turn stops after the Step it is in: a model segment or a
-    tool call finishes (nothing is cut off mid-write), then the turn ends
-    `failed` and nothing more runs. The call returns after the session's last
-    publish: `snapshot` says `ended`, and `events` ends with `session_ended`.
-    Later messages and approvals raise `SessionEndedError`.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value.
-        SessionBusyError: work is in progress and `force` is False.
-        UnknownSessionError: no session has this ID.
-        NoWorkerError: no worker took the request within `timeout` (nothing
-            was applied; call it again once a worker runs).
-    """
-    del flow
-    check_session_id(session_id)
-    check_text("reason", reason)
-    check_flag("force", force)
-    check_timeout(timeout)
-    deadline = Deadline(timeout_seconds(timeout))
-    handle = _handle(client, session_id)
-    request = EndSessionInput(reason=reason, force=force)
-    update_id = str(uuid.uuid4())
-    try:
-        with _update_errors(session_id):
-            taken, ended = await within(
-                deadline,
-                lambda: _patient(
-                    lambda: handle.execute_update(
-                        "end_session", request, id=update_id, result_type=bool
-                    )
-                ),
-            )
-    except SessionEndedError:
-        return False
-    if not taken:
-        raise NoWorkerError(
-            session_id,
-            "the end",
-            timeout=deadline.seconds or 0.0,
-            recorded=False,
-        )
-    return bool(ended)
-
-
-async def cancel_turn(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    *,
-    reason: str = "",
-    cancelled_by: str | None = None,
-    timeout: timedelta | float | None = None,
-) -> bool:
-    """Stop the session's running turn (a Stop button); False when no turn runs.
-
-    True once the request is applied; the turn then stops on its own: a
-    running model segment is cancelled and its CLI killed (within about a
-    heartbeat, on whichever worker runs it), an approval it waits for is
-    closed as `cancelled`, and a tool Step in flight finishes and is recorded
-    first (stopping a write midway would leave its outcome unknown). The turn
-    ends `cancelled`, with the text it had streamed; its messages are not sent
-    again, and the next turn's model is told it was stopped. Queued messages
-    behind it start the next turn as usual. `wait_for_idle` after it returns
-    once the turn stopped.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value.
-        UnknownSessionError: no session has this ID.
-        SessionEndedError: the session ended.
-        NoWorkerError: no worker took the request within `timeout` (nothing
-            was applied; call it again once a worker runs).
-    """
-    del flow
-    check_session_id(session_id)
-    request = CancelTurnInput(reason=reason, cancelled_by=cancelled_by)
-    check_cancel_input(request)
-    check_timeout(timeout)
-    deadline = Deadline(timeout_seconds(timeout))
-    handle = _handle(client, session_id)
-    update_id = str(uuid.uuid4())
-    with _update_errors(session_id):
-        taken, cancelled = await within(
-            deadline,
-            lambda: _patient(
-                lambda: handle.execute_update(
-                    "cancel_turn", request, id=update_id, result_type=bool
-                )
-            ),
-        )
-    if not taken:
-        raise NoWorkerError(
-            session_id, "the cancel", timeout=deadline.seconds or 0.0, recorded=False
-        )
-    return bool(cancelled)
-
-
 async def _live_snapshot(
     client: Client,
     session_id: str,
@@ -701,30 +336,6 @@ async def _live_snapshot(
         assert err is not None
         raise _unreadable(session_id, err) from err
     return snapshot
-
-
-async def get_engine_info(
-    client: Client, flow: AgentSessionFlow | None, session_id: str
-) -> EngineInfo:
-    """How the engine runs the session: sandboxed, its runs, a parked segment.
-
-    Raises:
-        UnknownSessionError: no session has this ID.
-        EngineError: no worker answered (the store holds no engine facts).
-    """
-    del flow  # the Query is the same for every flow
-    try:
-        info = await _handle(client, session_id).query(
-            "engine_info",
-            result_type=EngineInfo,
-            rpc_timeout=timedelta(seconds=_QUERY_LIMIT),
-        )
-    except RPCError as err:
-        raise _unreadable(session_id, err) from err
-    if info.parked_until is not None and info.parked_until <= datetime.now(UTC):
-        # The workflow's clock stops between its tasks; this one does not.
-        info = dataclasses.replace(info, parked_on=None, parked_until=None)
-    return info
 
 
 async def _query_snapshot(
@@ -801,75 +412,6 @@ async def _whole_arguments(
     return replace(interrupt, arguments=arguments, arguments_ref=None)
 
 
-async def get_agent_snapshot(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    *,
-    store: RuntimeStore | None = None,
-    turns: int = RECENT_TURNS,
-) -> AgentSnapshot:
-    """The session's snapshot, with its `turns` most recent turns when `store` is given.
-
-    The live part comes from the workflow (falling back to the store's
-    projection when no worker answers); turns and messages come from the
-    store, so the cost does not grow with the session's age. Older turns:
-    `SessionClient.history`.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value.
-        UnknownSessionError: no session has this ID (and the store has no
-            snapshot of it).
-        EngineError: no worker answered and the store has no snapshot.
-    """
-    del flow
-    check_session_id(session_id)
-    check_count("turns", turns, minimum=0)
-    store = store or plugin_store(client)
-    snapshot = await _live_snapshot(client, session_id, store)
-    return await with_recent_turns(snapshot, store, turns)
-
-
-async def wait_for_idle(
-    client: Client,
-    flow: AgentSessionFlow | None,
-    session_id: str,
-    *,
-    store: RuntimeStore | None = None,
-    turns: int = RECENT_TURNS,
-    timeout: timedelta | float | None = None,
-) -> AgentSnapshot:
-    """Wait until no turn runs (answered or waiting for approval); return the snapshot.
-
-    An idle session is answered by a Query alone, which writes no history; a
-    busy one by one Update that returns once it is idle. With `timeout`
-    (seconds or a `timedelta`) the wait ends there; without, it waits as long
-    as it takes, for a worker too.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value.
-        UnknownSessionError: no session has this ID.
-        NoWorkerError: no worker took the wait within `timeout` (`recorded`
-            is False: nothing changed).
-        IdleTimeoutError: a worker runs the turn, and it was not over within
-            `timeout`.
-    """
-    del flow
-    check_session_id(session_id)
-    check_count("turns", turns, minimum=0)
-    check_timeout(timeout)
-    store = store or plugin_store(client)
-    deadline = Deadline(timeout_seconds(timeout))
-    snapshot, err = await _query_snapshot(client, session_id, store, deadline)
-    if snapshot is None and err is not None and not _unanswered(err):
-        raise _unreadable(session_id, err) from err
-    # Neither the workflow nor the store answered: the session's worker is
-    # not running (yet), so wait for it with the Update.
-    if snapshot is None or snapshot.status == "running":
-        snapshot = await _idle_snapshot(client, session_id, deadline)
-    return await with_recent_turns(snapshot, store, turns)
-
-
 async def _idle_snapshot(
     client: Client, session_id: str, deadline: Deadline
 ) -> AgentSnapshot:
@@ -879,7 +421,7 @@ async def _idle_snapshot(
     if deadline.seconds is None:
         _, idle = await within(
             deadline,
-            lambda: handle.execute_update(
+            lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
                 "idle_snapshot", id=update_id, result_type=AgentSnapshot
             ),
         )
@@ -887,7 +429,7 @@ async def _idle_snapshot(
         return idle
     taken, update = await within(
         deadline,
-        lambda: handle.start_update(
+        lambda: handle.start_update(  # pyright: ignore[reportUnknownMemberType]
             "idle_snapshot",
             id=update_id,
             wait_for_stage=WorkflowUpdateStage.ACCEPTED,
@@ -904,20 +446,6 @@ async def _idle_snapshot(
     return idle
 
 
-def session_history(
-    store: RuntimeStore, session_id: str, *, page_size: int = 100
-) -> AsyncIterator[TurnSummary]:
-    """Every finished turn of the session, newest first, read page by page.
-
-    Raises:
-        InvalidArgumentError: an argument has the wrong type or value (at the
-            call, before the first page is read).
-    """
-    check_session_id(session_id)
-    check_count("page_size", page_size, minimum=1)
-    return _history_pages(store, session_id, page_size)
-
-
 async def _history_pages(
     store: RuntimeStore, session_id: str, page_size: int
 ) -> AsyncIterator[TurnSummary]:
@@ -932,14 +460,47 @@ async def _history_pages(
 
 
 class SessionClient:
-    """The session RPCs bound to one client, flow and runtime store."""
+    """The session RPCs: start, message, approve, cancel, end, snapshot, wait, events.
+
+    Args:
+        client: A Temporal client connected with the session's data converter
+            (`EmbeddedEngine.client()`, or `SessionPlugin` in `plugins=`).
+        flow: The flow that `start` starts sessions of. The other calls reach
+            any session (its workflow knows its flow), so a client that only
+            reads or answers sessions needs none.
+        store: The runtime store the sessions write: snapshots read their turns
+            from it, and a long message or edit travels through it. By default,
+            the store of the client's `SessionPlugin(store=...)`, if it has one.
+    """
 
     def __init__(
-        self, client: Client, flow: AgentSessionFlow, store: RuntimeStore
+        self,
+        client: Client,
+        flow: AgentSessionFlow | None = None,
+        store: RuntimeStore | None = None,
     ) -> None:
         self.client = client
         self.flow = flow
         self.store = store
+
+    def _store(self) -> RuntimeStore | None:
+        """The runtime store: this client's, else its `SessionPlugin`'s, else None."""
+        return self.store or plugin_store(self.client)
+
+    def _read_store(self) -> RuntimeStore:
+        """The runtime store a read of the store itself needs (history, events).
+
+        Raises:
+            UserError: this client has no store, and its plugin none either.
+        """
+        store = self._store()
+        if store is None:
+            raise UserError(
+                "this `SessionClient` has no runtime store to read: pass one, as "
+                "`SessionClient(client, flow, store)`, or connect the client with "
+                "`SessionPlugin(store=...)`"
+            )
+        return store
 
     async def start(
         self,
@@ -948,15 +509,55 @@ class SessionClient:
         initial_message: str | None = None,
         initial_images: Sequence[ImageReference] | None = None,
     ) -> bool:
-        """See `start_agent_session`."""
-        return await start_agent_session(
-            self.client,
-            self.flow,
-            session_id,
-            initial_message=initial_message,
-            initial_images=initial_images,
-            store=self.store,
+        """Start the session if it is new (update-with-start: idempotent), and send a message.
+
+        `initial_images` go with `initial_message` (which may then be empty). Returns
+        what `send_user_message` returns, or True when no message was given. A
+        message longer than `INLINE_TEXT_LIMIT` bytes needs the runtime store.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value; nothing
+                was started or sent.
+            UserError: the ID belongs to a session of another flow, or the message
+                is refused as by `send_user_message`, or this client has no flow.
+            SessionEndedError: the ID belongs to a session that ended.
+        """
+        check_session_id(session_id)
+        check_text("initial_message", initial_message, optional=True)
+        check_images("initial_images", initial_images)
+        flow = self.flow
+        if flow is None:
+            raise UserError(
+                "this `SessionClient` has no flow to start sessions of: pass one, "
+                "as `SessionClient(client, flow, store)`"
+            )
+        client = self.client
+        await _refuse_other_flow(client, flow, session_id)
+        operation: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
+            flow.flow_type,
+            SessionInput(),
+            id=session_id,
+            task_queue=flow.task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            result_type=type(None),
         )
+        with _update_errors(session_id):
+            if initial_message is None and not initial_images:
+                await _patient(
+                    lambda: client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
+                        "describe", start_workflow_operation=operation, result_type=int
+                    )
+                )
+                return True
+            message = await user_message_input(
+                session_id, initial_message or "", initial_images, self._store()
+            )
+            return await client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
+                "send_user_message",
+                message,
+                start_workflow_operation=operation,
+                result_type=bool,
+            )
 
     async def send_user_message(
         self,
@@ -964,10 +565,29 @@ class SessionClient:
         text: str,
         images: Sequence[ImageReference] | None = None,
     ) -> bool:
-        """See `send_user_message`."""
-        return await send_user_message(
-            self.client, self.flow, session_id, text, images, store=self.store
-        )
+        """Send a user message to a running session; True once it is queued for a turn.
+
+        `images` are media store references sent after the text. False means the
+        message was not queued: it has images and the session's runner cannot send
+        images (for a Claude agent, its definition has no `media_store`). A message
+        longer than `INLINE_TEXT_LIMIT` bytes is written to the runtime store and
+        sent by reference; at most `MAX_USER_MESSAGE_BYTES`.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value (nothing
+                is sent or written).
+            UnknownSessionError: no session has this ID.
+            UserError: the text is empty or too long, or the session already queues
+                `MAX_QUEUED_MESSAGES` messages.
+        """
+        check_session_id(session_id)
+        message = await user_message_input(session_id, text, images, self._store())
+        with _update_errors(session_id):
+            return await _patient(
+                lambda: _handle(self.client, session_id).execute_update(  # pyright: ignore[reportUnknownMemberType]
+                    "send_user_message", message, result_type=bool
+                )
+            )
 
     async def send_and_wait(
         self,
@@ -977,16 +597,41 @@ class SessionClient:
         *,
         turns: int = RECENT_TURNS,
     ) -> AgentSnapshot:
-        """See `send_and_wait`."""
-        return await send_and_wait(
-            self.client,
-            self.flow,
-            session_id,
-            text,
-            images,
-            store=self.store,
-            turns=turns,
-        )
+        """Send a user message and return the snapshot once its turn is over.
+
+        The same as `send_user_message` followed by `wait_for_idle`, in one Update
+        instead of an Update, a Query and another Update: the turn's answer (or the
+        approval it waits for) arrives a round trip sooner, and the session's
+        history holds fewer events. A worker older than this call gets the two calls.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value.
+            UnknownSessionError: no session has this ID.
+            UserError: as `send_user_message`, and for images the session's runner
+                cannot send (nothing is queued).
+        """
+        check_session_id(session_id)
+        check_count("turns", turns, minimum=0)
+        store = self._store()
+        message = await user_message_input(session_id, text, images, store)
+        try:
+            with _update_errors(session_id):
+                snapshot = await _patient(
+                    lambda: _handle(self.client, session_id).execute_update(  # pyright: ignore[reportUnknownMemberType]
+                        "send_and_wait", message, result_type=AgentSnapshot
+                    )
+                )
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if not (
+                isinstance(cause, ApplicationError) and _NO_HANDLER in cause.message
+            ):
+                raise
+            # A worker of a release before `send_and_wait`: nothing was queued.
+            if not await self.send_user_message(session_id, text, images):
+                raise UserError(_NO_IMAGES_MESSAGE) from err
+            return await self.wait_for_idle(session_id, turns=turns)
+        return await with_recent_turns(snapshot, store, turns)
 
     async def resolve_interrupt(
         self,
@@ -1000,19 +645,97 @@ class SessionClient:
         edited_input: Mapping[str, Any] | None = None,
         new_spend_limit: float | None = None,
     ) -> bool:
-        """See `resolve_interrupt`."""
-        return await resolve_interrupt(
-            self.client,
-            self.flow,
-            session_id,
+        """Approve or reject a pending tool call, or approve it with an edited input.
+
+        `resolved_by` names who decided: the session records it with the
+        resolution (the interrupt, the call's record, the `interrupt_resolved`
+        event), on the Update and on the recorded Signal alike.
+        Returns False when the interrupt was already resolved (nothing changes).
+        With `timeout` (seconds or a `timedelta`), a resolution that no worker
+        takes in time is recorded in the session's history instead (the
+        `record_resolution` Signal, kept with no worker running) and
+        `NoWorkerError(recorded=True)` says so: it applies once a worker runs the
+        session, exactly once, however many times it was sent; the first recorded
+        answer of an interrupt is the one that applies. Without
+        `timeout`, the call waits for a worker as long as it takes.
+
+        `edited_input` (with `approved=True`) approves the call with this input
+        instead of the model's: the worker checks it against the tool's schema and
+        decides its policy again, the call runs with it, and its record and the
+        `interrupt_resolved` event keep both inputs and who edited (`resolved_by`).
+        The model reads the result with a note that a person edited the input. An
+        edit longer than `MAX_INLINE_EDIT_BYTES` goes to the runtime store first.
+        An edit is never recorded without a worker: it needs the check.
+
+        An interrupt of kind `budget` (the session reached its spend limit; status
+        `budget_reached`) is approved with `new_spend_limit`, in USD and above what
+        the session spent: the turn goes on under it. Rejected, the turn fails as
+        a spent limit always did.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value, such as
+                an `approved` that is not a bool (nothing is sent or recorded).
+            InvalidEditError: the tool refuses `edited_input` (`field` names where);
+                the call stays pending.
+            UnknownSessionError: no session has this ID.
+            UnknownInterruptError: the session never created `interrupt_id`.
+            NoWorkerError: no worker took it within `timeout`. `recorded` is True
+                when it (or the same answer, earlier) is in the session's history;
+                False when an earlier recorded answer of the other way applies
+                instead (`superseded` names it).
+        """
+        check_session_id(session_id)
+        edit = None if edited_input is None else cast(JsonObject, edited_input)
+        resolution = ResolveInterruptInput(
             interrupt_id=interrupt_id,
             approved=approved,
             rejection_message=rejection_message,
-            timeout=timeout,
             resolved_by=resolved_by,
-            edited_input=edited_input,
-            store=self.store,
+            edited_input=edit,
             new_spend_limit=new_spend_limit,
+        )
+        if edit is not None:
+            # Every check before the store is written: a refused call writes nothing.
+            check_resolution_input(replace(resolution, edited_input={}))
+            check_json_object("edited_input", edit)
+            resolution = await _edit_by_reference(session_id, resolution, self._store())
+        check_resolution_input(resolution)
+        check_timeout(timeout)
+        deadline = Deadline(timeout_seconds(timeout))
+        handle = _handle(self.client, session_id)
+        update_id = str(uuid.uuid4())  # one Update on the server, however often asked
+        with _update_errors(session_id, interrupt_id):
+            taken, changed = await within(
+                deadline,
+                lambda: _patient(
+                    lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+                        "resolve_interrupt", resolution, id=update_id, result_type=bool
+                    )
+                ),
+            )
+        if taken:
+            return bool(changed)
+        if resolution.edited:
+            raise NoWorkerError(
+                session_id,
+                f"the edited approval of interrupt {interrupt_id!r} (an edit needs a "
+                "worker to check it, so it is never recorded without one)",
+                timeout=deadline.seconds or 0.0,
+                recorded=False,
+            )
+        earlier = await _recorded_resolution(self.client, session_id, interrupt_id)
+        if earlier is None:
+            await handle.signal(RECORD_RESOLUTION, resolution)
+        verb = "approval" if approved else "rejection"
+        other = earlier is not None and earlier.approved != approved
+        raise NoWorkerError(
+            session_id,
+            f"the {verb} of interrupt {interrupt_id!r}",
+            timeout=deadline.seconds or 0.0,
+            recorded=not other,
+            superseded=("an approval" if approved is False else "a rejection")
+            if other
+            else None,
         )
 
     async def cancel_turn(
@@ -1023,15 +746,49 @@ class SessionClient:
         cancelled_by: str | None = None,
         timeout: timedelta | float | None = None,
     ) -> bool:
-        """See `cancel_turn`."""
-        return await cancel_turn(
-            self.client,
-            self.flow,
-            session_id,
-            reason=reason,
-            cancelled_by=cancelled_by,
-            timeout=timeout,
-        )
+        """Stop the session's running turn (a Stop button); False when no turn runs.
+
+        True once the request is applied; the turn then stops on its own: a
+        running model segment is cancelled and its CLI killed (within about a
+        heartbeat, on whichever worker runs it), an approval it waits for is
+        closed as `cancelled`, and a tool Step in flight finishes and is recorded
+        first (stopping a write midway would leave its outcome unknown). The turn
+        ends `cancelled`, with the text it had streamed; its messages are not sent
+        again, and the next turn's model is told it was stopped. Queued messages
+        behind it start the next turn as usual. `wait_for_idle` after it returns
+        once the turn stopped.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value.
+            UnknownSessionError: no session has this ID.
+            SessionEndedError: the session ended.
+            NoWorkerError: no worker took the request within `timeout` (nothing
+                was applied; call it again once a worker runs).
+        """
+        check_session_id(session_id)
+        request = CancelTurnInput(reason=reason, cancelled_by=cancelled_by)
+        check_cancel_input(request)
+        check_timeout(timeout)
+        deadline = Deadline(timeout_seconds(timeout))
+        handle = _handle(self.client, session_id)
+        update_id = str(uuid.uuid4())
+        with _update_errors(session_id):
+            taken, cancelled = await within(
+                deadline,
+                lambda: _patient(
+                    lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+                        "cancel_turn", request, id=update_id, result_type=bool
+                    )
+                ),
+            )
+        if not taken:
+            raise NoWorkerError(
+                session_id,
+                "the cancel",
+                timeout=deadline.seconds or 0.0,
+                recorded=False,
+            )
+        return bool(cancelled)
 
     async def end(
         self,
@@ -1041,27 +798,98 @@ class SessionClient:
         force: bool = False,
         timeout: timedelta | float | None = None,
     ) -> bool:
-        """See `end_session`."""
-        return await end_session(
-            self.client,
-            self.flow,
-            session_id,
-            reason=reason,
-            force=force,
-            timeout=timeout,
-        )
+        """End a session: its workflow completes, and its history stays readable.
+
+        True once it ended; False if it had ended already (or its workflow was
+        closed some other way). Ending is graceful, like a Temporal workflow that
+        returns, never a cancellation of something running: an idle session ends
+        at once. One with work in progress (a running turn, queued messages, or
+        approvals waiting) is refused with `SessionBusyError` unless `force`;
+        forced, its waiting approvals are rejected with "the session ended:
+        <reason>" (the agent is not asked again), its queued messages are dropped,
+        and a running turn stops after the Step it is in: a model segment or a
+        tool call finishes (nothing is cut off mid-write), then the turn ends
+        `failed` and nothing more runs. The call returns after the session's last
+        publish: `snapshot` says `ended`, and `events` ends with `session_ended`.
+        Later messages and approvals raise `SessionEndedError`.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value.
+            SessionBusyError: work is in progress and `force` is False.
+            UnknownSessionError: no session has this ID.
+            NoWorkerError: no worker took the request within `timeout` (nothing
+                was applied; call it again once a worker runs).
+        """
+        check_session_id(session_id)
+        check_text("reason", reason)
+        check_flag("force", force)
+        check_timeout(timeout)
+        deadline = Deadline(timeout_seconds(timeout))
+        handle = _handle(self.client, session_id)
+        request = EndSessionInput(reason=reason, force=force)
+        update_id = str(uuid.uuid4())
+        try:
+            with _update_errors(session_id):
+                taken, ended = await within(
+                    deadline,
+                    lambda: _patient(
+                        lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+                            "end_session", request, id=update_id, result_type=bool
+                        )
+                    ),
+                )
+        except SessionEndedError:
+            return False
+        if not taken:
+            raise NoWorkerError(
+                session_id,
+                "the end",
+                timeout=deadline.seconds or 0.0,
+                recorded=False,
+            )
+        return bool(ended)
 
     async def engine_info(self, session_id: str) -> EngineInfo:
-        """See `get_engine_info`."""
-        return await get_engine_info(self.client, self.flow, session_id)
+        """How the engine runs the session: sandboxed, its runs, a parked segment.
+
+        Raises:
+            UnknownSessionError: no session has this ID.
+            EngineError: no worker answered (the store holds no engine facts).
+        """
+        try:
+            info = await _handle(self.client, session_id).query(
+                "engine_info",
+                result_type=EngineInfo,
+                rpc_timeout=timedelta(seconds=_QUERY_LIMIT),
+            )
+        except RPCError as err:
+            raise _unreadable(session_id, err) from err
+        if info.parked_until is not None and info.parked_until <= datetime.now(UTC):
+            # The workflow's clock stops between its tasks; this one does not.
+            info = dataclasses.replace(info, parked_on=None, parked_until=None)
+        return info
 
     async def snapshot(
         self, session_id: str, *, turns: int = RECENT_TURNS
     ) -> AgentSnapshot:
-        """See `get_agent_snapshot`."""
-        return await get_agent_snapshot(
-            self.client, self.flow, session_id, store=self.store, turns=turns
-        )
+        """The session's snapshot, with its `turns` most recent turns when there is a store.
+
+        The live part comes from the workflow (falling back to the store's
+        projection when no worker answers); turns and messages come from the
+        store, so the cost does not grow with the session's age. Older turns:
+        `history`.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value.
+            UnknownSessionError: no session has this ID (and the store has no
+                snapshot of it).
+            EngineError: no worker answered and the store has no snapshot.
+        """
+        check_session_id(session_id)
+        check_count("turns", turns, minimum=0)
+        store = self._store()
+        snapshot = await _live_snapshot(self.client, session_id, store)
+        return await with_recent_turns(snapshot, store, turns)
 
     async def wait_for_idle(
         self,
@@ -1070,31 +898,59 @@ class SessionClient:
         turns: int = RECENT_TURNS,
         timeout: timedelta | float | None = None,
     ) -> AgentSnapshot:
-        """See `wait_for_idle`."""
-        return await wait_for_idle(
-            self.client,
-            self.flow,
-            session_id,
-            store=self.store,
-            turns=turns,
-            timeout=timeout,
-        )
+        """Wait until no turn runs (answered or waiting for approval); return the snapshot.
+
+        An idle session is answered by a Query alone, which writes no history; a
+        busy one by one Update that returns once it is idle. With `timeout`
+        (seconds or a `timedelta`) the wait ends there; without, it waits as long
+        as it takes, for a worker too.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value.
+            UnknownSessionError: no session has this ID.
+            NoWorkerError: no worker took the wait within `timeout` (`recorded`
+                is False: nothing changed).
+            IdleTimeoutError: a worker runs the turn, and it was not over within
+                `timeout`.
+        """
+        check_session_id(session_id)
+        check_count("turns", turns, minimum=0)
+        check_timeout(timeout)
+        store = self._store()
+        deadline = Deadline(timeout_seconds(timeout))
+        snapshot, err = await _query_snapshot(self.client, session_id, store, deadline)
+        if snapshot is None and err is not None and not _unanswered(err):
+            raise _unreadable(session_id, err) from err
+        # Neither the workflow nor the store answered: the session's worker is
+        # not running (yet), so wait for it with the Update.
+        if snapshot is None or snapshot.status == "running":
+            snapshot = await _idle_snapshot(self.client, session_id, deadline)
+        return await with_recent_turns(snapshot, store, turns)
 
     def history(
         self, session_id: str, *, page_size: int = 100
     ) -> AsyncIterator[TurnSummary]:
-        """Every finished turn, newest first (see `session_history`)."""
-        return session_history(self.store, session_id, page_size=page_size)
+        """Every finished turn of the session, newest first, read page by page.
+
+        Raises:
+            InvalidArgumentError: an argument has the wrong type or value (at the
+                call, before the first page is read).
+            UserError: this client has no runtime store.
+        """
+        check_session_id(session_id)
+        check_count("page_size", page_size, minimum=1)
+        return _history_pages(self._read_store(), session_id, page_size)
 
     async def events(self, session_id: str, *, after: int = 0) -> list[EventRecord]:
         """Events of the session after the cursor `after`.
 
         Raises:
             InvalidArgumentError: an argument has the wrong type or value.
+            UserError: this client has no runtime store.
         """
         check_session_id(session_id)
         check_count("after", after, minimum=0)
-        return await self.store.read_events(session_id, after=after)
+        return await self._read_store().read_events(session_id, after=after)
 
     def follow(self, session_id: str, *, after: int = 0) -> AsyncIterator[EventRecord]:
         """Follow the session's events as they are written.
@@ -1102,7 +958,8 @@ class SessionClient:
         Raises:
             InvalidArgumentError: an argument has the wrong type or value (at
                 the call, before any event is read).
+            UserError: this client has no runtime store.
         """
         check_session_id(session_id)
         check_count("after", after, minimum=0)
-        return self.store.follow_events(session_id, after=after)
+        return self._read_store().follow_events(session_id, after=after)

@@ -66,11 +66,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
-from types import TracebackType
 from typing import Any, Protocol, Self
 
 import temporalio.service
@@ -324,12 +323,7 @@ class ExternalEngine:
     async def __aenter__(self) -> Self:
         return await self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.stop()
 
     async def _connect(self, kwargs: Mapping[str, Any]) -> Client:
@@ -339,17 +333,17 @@ class ExternalEngine:
         seconds = cfg.connect_timeout.total_seconds()
         try:
             async with asyncio.timeout(seconds):
-                return await Client.connect(
-                    **{
-                        "target_host": cfg.address,
-                        "namespace": cfg.namespace,
-                        "tls": tls,
-                        "api_key": cfg.api_key,
-                        "connect_timeout": cfg.connect_timeout,
-                        **kwargs,
-                        "plugins": with_session_plugin(kwargs.get("plugins")),
-                    }
-                )
+                # Keywords of `Client.connect`, of several types (the caller's too).
+                options: dict[str, Any] = {
+                    "target_host": cfg.address,
+                    "namespace": cfg.namespace,
+                    "tls": tls,
+                    "api_key": cfg.api_key,
+                    "connect_timeout": cfg.connect_timeout,
+                    **kwargs,
+                    "plugins": with_session_plugin(kwargs.get("plugins")),
+                }
+                return await Client.connect(**options)
         except (RuntimeError, OSError, TimeoutError) as e:
             reason = (
                 f"no answer within {seconds:g} s" if isinstance(e, TimeoutError) else e
@@ -392,8 +386,8 @@ class _Record:
     def read(cls, path: Path) -> _Record | None:
         """Parse the record; an unreadable or foreign one counts as stale."""
         try:
-            data = json.loads(path.read_text())
-            if data.get("version") != _RECORD_VERSION:
+            data = _read_versioned(path)
+            if data is None:
                 return None
             return cls(
                 address=str(data["address"]),
@@ -429,8 +423,8 @@ class _Ports:
     def read(cls, path: Path) -> _Ports | None:
         """Parse the file; an unreadable one counts as missing (a new port is picked)."""
         try:
-            data = json.loads(path.read_text())
-            if data.get("version") != _RECORD_VERSION:
+            data = _read_versioned(path)
+            if data is None:
                 return None
             port = int(data["port"])
             ui_port = None if data.get("ui_port") is None else int(data["ui_port"])
@@ -442,6 +436,18 @@ class _Ports:
 
     def write(self, path: Path) -> None:
         _write_atomically(path, json.dumps(asdict(self), indent=2) + "\n")
+
+
+def _read_versioned(path: Path) -> Any:
+    """The JSON in `path`, or None when it is of another `_RECORD_VERSION`.
+
+    Raises:
+        OSError: `path` cannot be read.
+        ValueError: it holds no JSON.
+        AttributeError: it holds JSON, but not an object.
+    """
+    data = json.loads(path.read_text())
+    return data if data.get("version") == _RECORD_VERSION else None
 
 
 def _write_atomically(path: Path, text: str) -> None:
@@ -585,12 +591,7 @@ class EmbeddedEngine:
     async def __aenter__(self) -> Self:
         return await self.start()
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         # Shielded: a cancelled program must still not leave a server behind.
         await asyncio.shield(self.stop())
 
@@ -705,14 +706,14 @@ class EmbeddedEngine:
         if not kwargs and self._client is not None:
             return self._client
         try:
-            client = await Client.connect(
-                **{
-                    "target_host": record.address,
-                    "namespace": self._namespace,
-                    **kwargs,
-                    "plugins": with_session_plugin(kwargs.get("plugins")),
-                }
-            )
+            # Keywords of `Client.connect`, of several types (the caller's too).
+            options: dict[str, Any] = {
+                "target_host": record.address,
+                "namespace": self._namespace,
+                **kwargs,
+                "plugins": with_session_plugin(kwargs.get("plugins")),
+            }
+            client = await Client.connect(**options)
         except RuntimeError as e:
             raise EngineError(
                 f"cannot connect to the embedded Temporal server on "
@@ -1070,7 +1071,7 @@ def _dying_with_this_thread(args: list[str]) -> list[str]:
 
 
 @contextlib.asynccontextmanager
-async def _state_lock(state_dir: Path) -> AsyncIterator[None]:
+async def _state_lock(state_dir: Path) -> AsyncGenerator[None, None]:
     """Hold an exclusive lock on the state directory without blocking the loop."""
     try:
         import fcntl

@@ -20,16 +20,10 @@ from typing import Self, cast
 
 from pydantic import TypeAdapter
 
-from ..session import (
-    INLINE_TEXT_LIMIT,
-    AgentEvent,
-    BlobReference,
-    EventRecord,
-    JsonObject,
-    blob_reference,
-    preview,
-    stamped,
-)
+from ..session import AgentEvent, JsonObject
+from ..session._blob import BlobReference, blob_reference, preview
+from ..session._events import EventRecord, stamped
+from ..session._pending import INLINE_TEXT_LIMIT
 from ..stores import RuntimeStore
 
 _log = logging.getLogger(__name__)

@@ -6,11 +6,8 @@ import re
 from dataclasses import dataclass
 
 from .._errors import UserError
-from ..session import (
-    AgentFrameworkRunner,
-    AgentSessionOptions,
-    image_message_builder,
-)
+from ..session import AgentFrameworkRunner, AgentSessionOptions
+from ..session._runner import image_message_builder
 from ._workflow import ActivityNames, AgentSessionWorkflow, define_workflow_class
 
 _FLOW_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")

@@ -15,34 +15,32 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ..session import (
+from ..session import AgentEvent, JsonObject, ToolCall
+from ..session._blob import BlobReference
+from ..session._media import ImageReference
+from ..session._notification import InterruptNotification
+from ..session._pending import PendingItem, UserPrompt
+from ..session._records import ToolRecord
+from ..session._state import (
     ActiveTurn,
-    AgentEvent,
-    BlobReference,
-    CallToolStep,
     FinishedTurn,
-    ImageReference,
     Interrupt,
-    InterruptNotification,
-    JsonObject,
-    ModelCallMetadata,
-    PendingItem,
-    RunModelStep,
     SessionInput,
     SessionState,
     SessionStatus,
-    ToolCall,
-    ToolRecord,
-    Transition,
     TurnPhase,
     TurnStatus,
     TurnSummary,
-    Usage,
-    UserPrompt,
+)
+from ..session._turns import (
+    CallToolStep,
+    RunModelStep,
+    Transition,
     calls_requested,
     model_answered,
     record_outcome,
 )
+from ..session._usage import ModelCallMetadata, Usage
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +142,7 @@ class EndSessionInput:
 
     reason: str = ""
     force: bool = False
-    """End a session with work in progress (see `dex_agents.session.end_session`)."""
+    """End a session with work in progress (see `dex_agents.session._turns.end_session`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

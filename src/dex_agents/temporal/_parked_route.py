@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from temporalio.exceptions import ActivityError, ApplicationError, TimeoutType
 from temporalio.exceptions import TimeoutError as StepTimeoutError
 
-from ..session import RunModelStep
+from ..session._turns import RunModelStep
 
 PARKED_START = timedelta(seconds=2)
 """How long a parked segment's Step waits for its worker before it resumes cold."""

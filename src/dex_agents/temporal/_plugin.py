@@ -77,7 +77,7 @@ def _data_converter(existing: DataConverter | None) -> DataConverter:
         return base
     raise UserError(
         f"the client's payload converter is {payload.__name__}; dex-agents sessions "
-        "need dex_agents.temporal.data_converter's (pydantic JSON): leave "
+        "need the session data converter's (pydantic JSON): leave "
         "`data_converter` unset, or subclass SharedPydanticPayloadConverter"
     )
 
@@ -135,7 +135,9 @@ class SessionPlugin(SimplePlugin):
         self.store = store
         self.task_queue = task_queue
         self._parking: list[_Parking] = []
-        super().__init__(
+        # temporalio types `activities` as a bare `Sequence[Callable]` (here and in
+        # WorkerConfig), so pyright sees these signatures as partially unknown.
+        super().__init__(  # pyright: ignore[reportUnknownMemberType]
             "dex_agents.SessionPlugin",
             data_converter=_data_converter,
             workflow_runner=_with_passthrough(passthrough_modules()),
@@ -146,24 +148,25 @@ class SessionPlugin(SimplePlugin):
 
     def configure_worker(self, config: WorkerConfig) -> WorkerConfig:
         """Add the flows served on this worker's queue, once."""
+        # WorkerConfig's methods are partially unknown: temporalio types its
+        # `activities` as a bare `Sequence[Callable]`.
         config = super().configure_worker(config)
-        flows = self._served_on(str(config.get("task_queue", "")))
-        known = {_workflow_name(w) for w in config.get("workflows", ())}
+        flows = self._served_on(str(config.get("task_queue", "")))  # pyright: ignore[reportUnknownMemberType]
+        known = {_workflow_name(w) for w in config.get("workflows", ())}  # pyright: ignore[reportUnknownMemberType]
         flows = [f for f in flows if f.flow_type not in known]
         if not flows:
             return config
-        client = config.get("client")
+        client = config.get("client")  # pyright: ignore[reportUnknownMemberType]
         if client is not None:
             payload = client.data_converter.payload_converter_class
             if not issubclass(payload, SharedPydanticPayloadConverter):
                 raise UserError(
                     "this worker's client does not use the session data converter: "
                     "pass SessionPlugin to `Client.connect(plugins=[...])` (it then "
-                    "reaches the client's workers), or connect with "
-                    "`data_converter=dex_agents.temporal.data_converter`"
+                    "reaches the client's workers)"
                 )
         assert self.store is not None  # checked in __init__
-        queue = str(config.get("task_queue", ""))
+        queue = str(config.get("task_queue", ""))  # pyright: ignore[reportUnknownMemberType]
         parked_queue = f"{queue}.parked.{uuid.uuid4().hex[:12]}"
         lots = {
             f.flow_type: ParkingLot(
@@ -179,9 +182,9 @@ class SessionPlugin(SimplePlugin):
         # A cancelled Step (`cancel_turn`) learns of it from a heartbeat's answer:
         # sent at most each second, a Stop lands within about a second, not the
         # SDK's default of 80% of the heartbeat timeout. A worker's own setting wins.
-        config.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)
+        config.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)  # pyright: ignore[reportUnknownMemberType]
         config["workflows"] = [
-            *config.get("workflows", ()),
+            *config.get("workflows", ()),  # pyright: ignore[reportUnknownMemberType]
             *(f.workflow_class for f in flows),
         ]
         built = {
@@ -191,7 +194,7 @@ class SessionPlugin(SimplePlugin):
             for f in flows
         }
         config["activities"] = [
-            *config.get("activities", ()),
+            *config.get("activities", ()),  # pyright: ignore[reportUnknownMemberType]
             *(a for activities in built.values() for a in activities),
         ]
         if lots:

@@ -1,4 +1,4 @@
-"""The session snapshot: what `get_agent_snapshot` returns and the store projects.
+"""The session snapshot: what `SessionClient.snapshot` returns and the store projects.
 
 The summary helpers (`clip`, `turn_number`, `turn_summary`) and the status
 live with the state in `dex_agents.session`, whose turn machine needs them;
@@ -11,20 +11,19 @@ from dataclasses import dataclass, field
 
 from pydantic import TypeAdapter
 
-from ..session import (
-    AgentEvent,
+from ..session import AgentEvent, StoredMessage
+from ..session._pending import UserPrompt
+from ..session._state import (
     Interrupt,
     SessionState,
     SessionStatus,
-    StoredMessage,
     TurnSummary,
-    Usage,
-    UserPrompt,
     clip,
     session_status,
     turn_number,
     turn_summary,
 )
+from ..session._usage import Usage
 from ._models import PublishInput
 
 

@@ -35,9 +35,14 @@ from temporalio.exceptions import TimeoutError as StepTimeoutError
 from temporalio.workflow import ActivityCancellationType
 
 with workflow.unsafe.imports_passed_through():
-    from .. import session
     from .._errors import BudgetReachedError, InvalidArgumentError, MessageTooLargeError
-    from ..session import AgentSessionOptions
+    from ..session import AgentSessionOptions, _turns
+    from ..session._events import AgentEvent, stamped
+    from ..session._notification import NotificationKind
+    from ..session._records import ToolCall
+    from ..session._reminders import interrupt_notification, next_reminder, reminded
+    from ..session._state import SessionState, session_status
+    from ..session._usage import Usage
     from . import _registry
     from ._arguments import (
         INVALID_ARGUMENT,
@@ -93,7 +98,7 @@ NO_IMAGES = "ImagesNotSupported"
 _Result = TypeVar("_Result")
 _Input = TypeVar("_Input")
 
-_ERROR_TYPES: dict[session.RefusalReason, str] = {
+_ERROR_TYPES: dict[_turns.RefusalReason, str] = {
     "invalid_message": INVALID_MESSAGE,
     "queue_full": QUEUE_FULL,
     "unknown_interrupt": UNKNOWN_INTERRUPT,
@@ -161,10 +166,10 @@ class AgentSessionWorkflow:
     """Whether the runner has `build_user_message_with_images`, fixed at flow creation."""
 
     def _setup(self, input: SessionInput) -> None:
-        self.state = session.starting_state(
+        self.state = _turns.starting_state(
             input.state, session_id=workflow.info().workflow_id
         )
-        self._events: list[session.AgentEvent] = []
+        self._events: list[AgentEvent] = []
         """Events not written yet: they go with the next RunModel Step or publish."""
         self._finished = False
         """The ended session's last publish is done: its run completes next."""
@@ -183,7 +188,7 @@ class AgentSessionWorkflow:
         runner cannot send images.
         """
         return self._answer(
-            session.queue_message(
+            _turns.queue_message(
                 self.state,
                 input.prompt,
                 update_id=_update_id(),
@@ -196,7 +201,7 @@ class AgentSessionWorkflow:
         # A validator does no I/O, so whether the runner takes images is
         # decided in the handler.
         _refuse_arguments(check_message_input, input)
-        _refuse(session.check_message(self.state, input.prompt))
+        _refuse(_turns.check_message(self.state, input.prompt))
 
     @workflow.update
     async def send_and_wait(self, input: UserMessageInput) -> AgentSnapshot:
@@ -208,7 +213,7 @@ class AgentSessionWorkflow:
         queues nothing and waits only for the session to be idle.
         """
         target = self.state.turn_counter + 1
-        outcome = session.queue_message(
+        outcome = _turns.queue_message(
             self.state,
             input.prompt,
             update_id=_update_id(),
@@ -228,11 +233,10 @@ class AgentSessionWorkflow:
         # of this turn or of an earlier one, which its turn queues behind).
         await workflow.wait_condition(
             lambda: (
-                session.session_status(self.state)
-                in ("waiting_for_approval", "budget_reached")
+                session_status(self.state) in ("waiting_for_approval", "budget_reached")
                 or (
                     (self.state.turn_counter >= target or self.state.end_requested)
-                    and session.session_status(self.state) != "running"
+                    and session_status(self.state) != "running"
                 )
             )
         )
@@ -241,7 +245,7 @@ class AgentSessionWorkflow:
     @send_and_wait.validator
     def _validate_send_and_wait(self, input: UserMessageInput) -> None:
         _refuse_arguments(check_message_input, input)
-        _refuse(session.check_message(self.state, input.prompt))
+        _refuse(_turns.check_message(self.state, input.prompt))
         # Refused here, not in the handler: a validator's refusal writes no history.
         if input.prompt.images and not self.supports_images:
             raise ApplicationError(
@@ -265,7 +269,7 @@ class AgentSessionWorkflow:
         """
         edited_call = await self._checked_edit(input) if input.edited else None
         return self._answer(
-            session.apply_resolution(
+            _turns.apply_resolution(
                 self.state,
                 interrupt_id=input.interrupt_id,
                 approved=input.approved,
@@ -277,13 +281,11 @@ class AgentSessionWorkflow:
             )
         )
 
-    async def _checked_edit(
-        self, input: ResolveInterruptUpdate
-    ) -> session.ToolCall | None:
+    async def _checked_edit(self, input: ResolveInterruptUpdate) -> ToolCall | None:
         """The waiting call with the edit, as the runner checked it; None if none waits."""
         active, call = self.state.active, None
         if active is not None:
-            call = session.waiting_call(self.state, input.interrupt_id)
+            call = _turns.waiting_call(self.state, input.interrupt_id)
         if active is None or call is None:
             return None  # resolved meanwhile: `apply_resolution` answers False
         try:
@@ -320,7 +322,7 @@ class AgentSessionWorkflow:
     def _validate_resolve(self, input: ResolveInterruptUpdate) -> None:
         # A validator rejection writes no history: an unknown ID changes nothing.
         _refuse_arguments(check_resolution_input, input)
-        _refuse(session.check_resolution(self.state, input.interrupt_id))
+        _refuse(_turns.check_resolution(self.state, input.interrupt_id))
         _refuse(_budget_answer(self.state, input))
 
     @workflow.signal(name=RECORD_RESOLUTION)
@@ -338,14 +340,14 @@ class AgentSessionWorkflow:
         No `workflow.patched`: the handler issues no commands by itself, and a
         history without this Signal replays as before.
         """
-        refusal = session.check_resolution(self.state, input.interrupt_id)
+        refusal = _turns.check_resolution(self.state, input.interrupt_id)
         if refusal is None:
             refusal = _budget_answer(self.state, input)
         if refusal is None and input.edited:
             # An edit needs the runner's check, which a Signal cannot wait for;
             # the client never records one. Applied without it, the model's
             # own input would run.
-            refusal = session.Refusal(
+            refusal = _turns.Refusal(
                 reason="invalid_message",
                 message=f"a recorded approval of {input.interrupt_id!r} with an "
                 "edited input (approve with edits through the Update)",
@@ -356,7 +358,7 @@ class AgentSessionWorkflow:
             )
             return
         self._answer(
-            session.apply_resolution(
+            _turns.apply_resolution(
                 self.state,
                 interrupt_id=input.interrupt_id,
                 approved=input.approved,
@@ -374,14 +376,14 @@ class AgentSessionWorkflow:
         It answers after the session's last publish (status `ended`, the
         `session_ended` event), and the workflow then completes: its history
         and the store's data stay readable. A running turn stops after its
-        current Step first (see `dex_agents.session.end_session`).
+        current Step first (see `dex_agents.session._turns.end_session`).
         No `workflow.patched`: the commands it leads to (the last publish, the
         completion) follow only this Update, which no earlier history has.
         """
-        refusal = session.check_end(self.state, force=input.force)
+        refusal = _turns.check_end(self.state, force=input.force)
         _refuse(refusal)  # again: a message may have been queued since the validator
         ended = self._answer(
-            session.end_session(self.state, reason=input.reason, update_id=_update_id())
+            _turns.end_session(self.state, reason=input.reason, update_id=_update_id())
         )
         await workflow.wait_condition(lambda: self._finished)
         return ended
@@ -389,7 +391,7 @@ class AgentSessionWorkflow:
     @end_session.validator
     def _validate_end(self, input: EndSessionUpdate) -> None:
         _refuse_arguments(check_end_input, input)
-        _refuse(session.check_end(self.state, force=input.force))
+        _refuse(_turns.check_end(self.state, force=input.force))
 
     @workflow.update
     async def cancel_turn(self, input: CancelTurnInput) -> bool:
@@ -399,12 +401,12 @@ class AgentSessionWorkflow:
         running model segment is cancelled at once (its CLI is killed within a
         heartbeat), a waiting approval is closed, and a tool Step in flight
         finishes first. The turn then ends `cancelled` (see
-        `dex_agents.session.request_cancel`).
+        `dex_agents.session._turns.request_cancel`).
         No `workflow.patched`: the cancellation it leads to follows only this
         Update, which no earlier history has.
         """
         return self._answer(
-            session.request_cancel(
+            _turns.request_cancel(
                 self.state,
                 reason=input.reason,
                 update_id=_update_id(),
@@ -415,7 +417,7 @@ class AgentSessionWorkflow:
     @cancel_turn.validator
     def _validate_cancel(self, input: CancelTurnInput) -> None:
         _refuse_arguments(check_cancel_input, input)
-        _refuse(session.check_cancel(self.state))
+        _refuse(_turns.check_cancel(self.state))
 
     @workflow.update
     async def wait_for_idle(self) -> int:
@@ -424,9 +426,7 @@ class AgentSessionWorkflow:
         It returns a number, not the snapshot: Update results stay in history,
         and a snapshot grows with the session. Callers query the snapshot after.
         """
-        await workflow.wait_condition(
-            lambda: session.session_status(self.state) != "running"
-        )
+        await workflow.wait_condition(lambda: session_status(self.state) != "running")
         return self.state.version
 
     @workflow.update
@@ -436,9 +436,7 @@ class AgentSessionWorkflow:
         Clients query first and call this only while a turn runs, so waiting on
         an idle session writes no history.
         """
-        await workflow.wait_condition(
-            lambda: session.session_status(self.state) != "running"
-        )
+        await workflow.wait_condition(lambda: session_status(self.state) != "running")
         return self._snapshot()
 
     @workflow.update
@@ -466,7 +464,7 @@ class AgentSessionWorkflow:
             parked_until=parked.until if parked else None,
         )
 
-    def _answer(self, outcome: session.UpdateOutcome) -> bool:
+    def _answer(self, outcome: _turns.UpdateOutcome) -> bool:
         self.state = outcome.state
         return outcome.answer
 
@@ -478,15 +476,15 @@ class AgentSessionWorkflow:
         while True:
             await workflow.wait_condition(
                 lambda: (
-                    session.has_work(self.state)
+                    _turns.has_work(self.state)
                     or self._continue_as_new_needed()
                     or self.state.end_requested
                 )
             )
-            if session.session_finished(self.state):
+            if _turns.session_finished(self.state):
                 await self._finish()
                 return
-            if not session.has_work(self.state):
+            if not _turns.has_work(self.state):
                 await self._continue_as_new()
                 continue  # the session ended instead of continuing as new
             if self.state.active is None:
@@ -498,19 +496,19 @@ class AgentSessionWorkflow:
     async def _finish(self) -> None:
         """The ended session's last publish; the run completes once Updates answered."""
         self._release_park()
-        await self._follow(session.finish_session(self.state))
+        await self._follow(_turns.finish_session(self.state))
         await workflow.wait_condition(lambda: self._notifying == 0)
         self._finished = True
         await workflow.wait_condition(workflow.all_handlers_finished)
 
     def _start_turn(self) -> None:
-        self._apply(session.start_turn(self.state))
+        self._apply(_turns.start_turn(self.state))
 
     async def _drive(self) -> None:
         """Follow the turn machine until the active turn ends."""
         while self.state.active is not None:
             await self._follow(
-                session.advance(
+                _turns.advance(
                     self.state,
                     self.options,
                     now=workflow.now(),
@@ -542,40 +540,40 @@ class AgentSessionWorkflow:
 
     def _budget_pauses(self) -> bool:
         """Whether a spent budget pauses the turn (asked only once it is spent)."""
-        return not session.budget_spent(self.state, self.options) or workflow.patched(
+        return not _turns.budget_spent(self.state, self.options) or workflow.patched(
             _PATCH_BUDGET_PAUSE
         )
 
-    def _apply(self, transition: session.Transition) -> session.Step | None:
+    def _apply(self, transition: _turns.Transition) -> _turns.Step | None:
         """Take a transition's state and events in; return the Step it asks for."""
         self.state = transition.state
         # Stamped with the workflow's time: a replay stamps the same.
         now = workflow.now()
-        self._events.extend(session.stamped(e, now) for e in transition.events)
+        self._events.extend(stamped(e, now) for e in transition.events)
         return transition.step
 
-    async def _follow(self, transition: session.Transition) -> None:
+    async def _follow(self, transition: _turns.Transition) -> None:
         """Take `transition` in and run the Step it asks for (and what that leads to)."""
         match self._apply(transition):
             case None:
                 pass
-            case session.RunModelStep():
+            case _turns.RunModelStep():
                 assert self.state.active is not None
                 await self._run_model(self.state.active)
-            case session.CallToolStep() as step:
+            case _turns.CallToolStep() as step:
                 await self._execute(step)
-            case session.OpenInterruptStep():
-                await self._open(session.open_interrupt)
-            case session.OpenBudgetStep():
-                await self._open(session.open_budget)
-            case session.AwaitApprovalStep() as step:
+            case _turns.OpenInterruptStep():
+                await self._open(_turns.open_interrupt)
+            case _turns.OpenBudgetStep():
+                await self._open(_turns.open_budget)
+            case _turns.AwaitApprovalStep() as step:
                 await self._await_approval(step)
-            case session.PublishStep():
+            case _turns.PublishStep():
                 await self._publish()
-            case session.ContinueAsNewStep():
+            case _turns.ContinueAsNewStep():
                 await self._continue_as_new()
 
-    async def _open(self, opener: Callable[..., session.Transition]) -> None:
+    async def _open(self, opener: Callable[..., _turns.Transition]) -> None:
         """Name a new interrupt, open it with `opener`, and tell `on_interrupt`."""
         interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
         await self._follow(
@@ -588,10 +586,10 @@ class AgentSessionWorkflow:
     # ----- Steps --------------------------------------------------------------
 
     async def _run_model(self, active: ActiveTurn) -> None:
-        """Run the model segment `active` is at (`session.model_step`) and take its result in."""
+        """Run the model segment `active` is at (`_turns.model_step`) and take its result in."""
         del active
         opts = self.options
-        step = session.model_step(self.state, self.options)
+        step = _turns.model_step(self.state, self.options)
         # Events not published yet (the turn's start) go with the Step: no extra round trip.
         events, first_seq = self._take_events()
         input = RunModelInput.for_step(
@@ -634,7 +632,7 @@ class AgentSessionWorkflow:
             )
         if isinstance(outcome, Stopped):
             await self._follow(
-                session.cancel_turn(self.state, streamed_text=outcome.streamed_text)
+                _turns.cancel_turn(self.state, streamed_text=outcome.streamed_text)
             )
             return
         if isinstance(outcome, ActivityError):
@@ -657,9 +655,9 @@ class AgentSessionWorkflow:
     ) -> RunModelOutput | ActivityError | Stopped:
         """What a model Step came to: its output, its failure, or a `cancel_turn` stop."""
         await workflow.wait_condition(
-            lambda: handle.done() or session.cancel_requested(self.state)
+            lambda: handle.done() or _turns.cancel_requested(self.state)
         )
-        if session.cancel_requested(self.state):
+        if _turns.cancel_requested(self.state):
             return Stopped(streamed_text=await _stopped(handle))
         try:
             return await handle
@@ -671,7 +669,7 @@ class AgentSessionWorkflow:
         cause = err.cause
         if isinstance(cause, ApplicationError) and cause.type == BUDGET_REACHED:
             await self._follow(
-                session.model_failed(
+                _turns.model_failed(
                     self.state,
                     opts,
                     error=_failure_text(err),
@@ -680,7 +678,7 @@ class AgentSessionWorkflow:
                 )
             )
             return
-        failed = session.model_failed(
+        failed = _turns.model_failed(
             self.state,
             opts,
             error=_failure_text(err),
@@ -690,11 +688,11 @@ class AgentSessionWorkflow:
         )
         await self._follow(failed)
 
-    async def _execute(self, step: session.CallToolStep) -> None:
+    async def _execute(self, step: _turns.CallToolStep) -> None:
         """Run the current call in its tool Step and record what came of it."""
         single = step.tool_step == "call_single_attempt_tool"
         try:
-            out = await self._step(
+            out = await self._start_step(
                 self.names.call_single_attempt_tool if single else self.names.call_tool,
                 CallToolInput.for_step(step, session_id=self.state.session_id),
                 CallToolOutput,
@@ -709,30 +707,10 @@ class AgentSessionWorkflow:
         except ActivityError as err:
             counted = workflow.patched(_PATCH_RECORD_ATTEMPTS)
             attempts = _failed_attempts(err, step.attempts) if counted else 0
-            recorded = session.record_unknown_outcome(
+            recorded = _turns.record_unknown_outcome(
                 self.state, error=_failure_text(err), attempts=attempts
             )
         await self._follow(recorded)
-
-    async def _step(
-        self,
-        name: str,
-        input: object,
-        result_type: type[_Result],
-        *,
-        step_id: str,
-        timeout: timedelta,
-        attempts: int,
-    ) -> _Result:
-        """Run one activity Step: its ID is the same on every attempt."""
-        return await self._start_step(
-            name,
-            input,
-            result_type,
-            step_id=step_id,
-            timeout=timeout,
-            attempts=attempts,
-        )
 
     def _start_step(
         self,
@@ -746,9 +724,9 @@ class AgentSessionWorkflow:
         task_queue: str | None = None,
         schedule_to_start_timeout: timedelta | None = None,
     ) -> workflow.ActivityHandle[_Result]:
-        """Start one activity Step (see `_step`); cancelling it waits for the attempt.
+        """Start one activity Step (one ID on every attempt); cancelling it waits.
 
-        Waiting lets a cancelled attempt report what it streamed; a killed
+        Cancelling waits for the attempt: waiting lets a cancelled attempt report what it streamed; a killed
         worker's attempt ends with its heartbeat timeout instead.
         """
         opts = self.options
@@ -769,7 +747,7 @@ class AgentSessionWorkflow:
             cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
         )
 
-    async def _await_approval(self, step: session.AwaitApprovalStep) -> None:
+    async def _await_approval(self, step: _turns.AwaitApprovalStep) -> None:
         """Wait for a person, the deadline or continue-as-new; the machine settles it.
 
         With `interrupt_reminder`, `on_interrupt` hears again each interval
@@ -782,9 +760,7 @@ class AgentSessionWorkflow:
             timeout = step.timeout if deadline is None else deadline - workflow.now()
             reminder = None
             if interval is not None:
-                due = session.next_reminder(
-                    self.state.interrupts[step.interrupt_id], interval
-                )
+                due = next_reminder(self.state.interrupts[step.interrupt_id], interval)
                 reminder = max(due - workflow.now(), timedelta(0))
                 if timeout is None or reminder < timeout:
                     timeout = reminder
@@ -793,7 +769,7 @@ class AgentSessionWorkflow:
             try:
                 await workflow.wait_condition(
                     lambda: (
-                        session.approval_settled(self.state, step.interrupt_id)
+                        _turns.approval_settled(self.state, step.interrupt_id)
                         or self._continue_as_new_needed()
                     ),
                     timeout=None if timeout is None else max(timeout, timedelta(0)),
@@ -801,20 +777,20 @@ class AgentSessionWorkflow:
             except TimeoutError:
                 if reminder is not None:
                     self._notify("reminder", step.interrupt_id)
-                    self.state = session.reminded(self.state, step.interrupt_id)
+                    self.state = reminded(self.state, step.interrupt_id)
                     continue
                 timed_out = True
             break
         expired = timed_out and not self.state.interrupts[step.interrupt_id].resolved
         if expired:
             self._notify("expired", step.interrupt_id)
-        await self._follow(session.settle_approval(self.state, timed_out=timed_out))
+        await self._follow(_turns.settle_approval(self.state, timed_out=timed_out))
 
     def _notifies(self) -> bool:
         """Whether this session sends notifications (a patch: none before 0.2)."""
         return self.options.on_interrupt is not None and workflow.patched(_PATCH_NOTIFY)
 
-    def _notify(self, kind: session.NotificationKind, interrupt_id: str) -> None:
+    def _notify(self, kind: NotificationKind, interrupt_id: str) -> None:
         """Start the notification Step of `interrupt_id`; the session does not wait for it.
 
         A failed notification (its attempts used up) is logged and dropped: a
@@ -823,7 +799,7 @@ class AgentSessionWorkflow:
         if not self._notifies():
             return
         interrupt = self.state.interrupts[interrupt_id]
-        notification = session.interrupt_notification(
+        notification = interrupt_notification(
             interrupt,
             kind=kind,
             session_id=self.state.session_id,
@@ -891,7 +867,7 @@ class AgentSessionWorkflow:
 
     # ----- helpers ------------------------------------------------------------
 
-    def _take_events(self) -> tuple[list[session.AgentEvent], int]:
+    def _take_events(self) -> tuple[list[AgentEvent], int]:
         """The events not written yet, and the session's sequence number before them."""
         events, self._events = self._events, []
         first_seq = self.state.event_seq
@@ -933,13 +909,13 @@ async def _stopped(handle: workflow.ActivityHandle[RunModelOutput]) -> str:
     return out.final_text
 
 
-def _spent(cause: ApplicationError) -> session.Usage | None:
+def _spent(cause: ApplicationError) -> Usage | None:
     """What a segment stopped at its budget spent (its error's details say)."""
     if cause.details and isinstance(cause.details[0], dict):
         usage = cast(dict[str, object], cause.details[0]).get("usage")
         if isinstance(usage, dict):
             try:
-                return session.Usage(**cast(dict[str, Any], usage))
+                return Usage(**cast(dict[str, Any], usage))
             except TypeError:
                 return None
     return None
@@ -952,9 +928,9 @@ def _update_id() -> str | None:
 
 
 def _budget_answer(
-    state: session.SessionState, input: ResolveInterruptInput
-) -> session.Refusal | None:
-    return session.check_budget_answer(
+    state: SessionState, input: ResolveInterruptInput
+) -> _turns.Refusal | None:
+    return _turns.check_budget_answer(
         state,
         input.interrupt_id,
         approved=input.approved,
@@ -963,7 +939,7 @@ def _budget_answer(
     )
 
 
-def _refuse(refusal: session.Refusal | None) -> None:
+def _refuse(refusal: _turns.Refusal | None) -> None:
     """Raise a validator's refusal as the failure clients match on."""
     if refusal is not None and refusal.reason == "invalid_resolution":
         raise ApplicationError(
@@ -1074,11 +1050,12 @@ def define_workflow_class(
 def _build(spec: _registry.FlowSpec) -> type[AgentSessionWorkflow]:
     class_name = spec.class_name
 
+    # Methods of the subclass built below, so its protected members are theirs to use.
     def __init__(self: AgentSessionWorkflow, input: SessionInput) -> None:
-        self._setup(input)
+        self._setup(input)  # pyright: ignore[reportPrivateUsage]
 
     async def run(self: AgentSessionWorkflow, input: SessionInput) -> None:
-        await self._run()
+        await self._run()  # pyright: ignore[reportPrivateUsage]
 
     # Temporal refuses functions defined in a local scope; these belong to the new class.
     __init__.__qualname__ = f"{class_name}.__init__"

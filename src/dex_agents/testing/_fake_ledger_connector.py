@@ -30,20 +30,21 @@ A gate `g` is the file `<gate_dir>/g`; an operation waiting there first writes
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..connectors import (
+from ..connectors import ConnectorOperation, connector_tool
+from ..connectors._model import (
     ConnectorInvocation,
-    ConnectorOperation,
+    ConnectorInvoke,
     ConnectorOutcomeUnknown,
     ConnectorResult,
     ConnectorTool,
-    connector_tool,
 )
-from ..session import JsonObject, SourceQuestion, SourceTaskStarted
+from ..session import JsonObject
+from ..session._tool_sources import SourceQuestion, SourceTaskStarted
 from ._ledger import Ledger
 
 FAKE_LEDGER_MANIFEST: dict[str, Any] = {
@@ -64,30 +65,26 @@ FAKE_LEDGER_MANIFEST: dict[str, Any] = {
 }
 """The reviewed manifest of the fake ledger connector."""
 
-_ENTRY_SCHEMA: JsonObject = {
-    "type": "object",
-    "properties": {
-        "account": {"type": "string"},
-        "amount": {"type": "integer"},
-        "fail_attempts": {"type": "integer"},
-        "uncertain": {"type": "boolean"},
-    },
-    "required": ["account", "amount"],
-}
-_GATED_SCHEMA: JsonObject = {
-    "type": "object",
-    "properties": {
-        "account": {"type": "string"},
-        "amount": {"type": "integer"},
-        "gate": {"type": "string"},
-    },
-    "required": ["account", "amount"],
-}
-_SLOW_SCHEMA: JsonObject = {
-    "type": "object",
-    "properties": {"account": {"type": "string"}, "seconds": {"type": "number"}},
-    "required": ["account"],
-}
+
+def _object_schema(required: Sequence[str], **types: str) -> JsonObject:
+    """An object's JSON Schema: each property of its JSON type, `required` given."""
+    properties: JsonObject = {name: {"type": kind} for name, kind in types.items()}
+    return {"type": "object", "properties": properties, "required": [*required]}
+
+
+_ENTRY_SCHEMA = _object_schema(
+    ["account", "amount"],
+    account="string",
+    amount="integer",
+    fail_attempts="integer",
+    uncertain="boolean",
+)
+_GATED_SCHEMA = _object_schema(
+    ["account", "amount"], account="string", amount="integer", gate="string"
+)
+_SLOW_SCHEMA = _object_schema(["account"], account="string", seconds="number")
+_ACCOUNT_SCHEMA = _object_schema(["account"], account="string")
+_NO_INPUT: JsonObject = {"type": "object"}
 SLOW_LOOKUP_TIMEOUT = timedelta(seconds=1)
 """The tool Step timeout of `slow_lookup`: far below the session's `tool_limit`."""
 FLAKY_LOOKUP_ATTEMPTS = 2
@@ -104,13 +101,6 @@ async def _wait_at_gate(gate_dir: Path, gate: str) -> None:
     (gate_dir / f"{gate}.reached").touch()
     while not (gate_dir / gate).exists():
         await asyncio.sleep(0.02)
-
-
-_ACCOUNT_SCHEMA: JsonObject = {
-    "type": "object",
-    "properties": {"account": {"type": "string"}},
-    "required": ["account"],
-}
 
 
 def fake_ledger_operations(
@@ -130,6 +120,15 @@ def fake_ledger_operations(
             if e.get("account") == account
         )
 
+    def record_entry(inv: ConnectorInvocation) -> None:
+        ledger.record(
+            "ledger_entry",
+            call_id=inv.call_id,
+            account=inv.arguments["account"],
+            amount=inv.arguments["amount"],
+            reference=inv.reference,
+        )
+
     async def read_balance(inv: ConnectorInvocation) -> ConnectorResult:
         account = str(inv.arguments["account"])
         ledger.record("ledger_query", account=account, call_id=inv.call_id)
@@ -146,13 +145,7 @@ def fake_ledger_operations(
             e for e in ledger.entries("ledger_entry") if e["call_id"] == inv.call_id
         ]
         if not done:
-            ledger.record(
-                "ledger_entry",
-                call_id=inv.call_id,
-                account=args["account"],
-                amount=args["amount"],
-                reference=inv.reference,
-            )
+            record_entry(inv)
         if args.get("uncertain"):
             raise ConnectorOutcomeUnknown(
                 "the ledger timed out after the write was sent"
@@ -161,13 +154,7 @@ def fake_ledger_operations(
 
     async def transfer(inv: ConnectorInvocation) -> ConnectorResult:
         args = inv.arguments
-        ledger.record(
-            "ledger_entry",
-            call_id=inv.call_id,
-            account=args["account"],
-            amount=args["amount"],
-            reference=inv.reference,
-        )
+        record_entry(inv)
         return f"transferred {args['amount']} to {args['account']}"
 
     async def start_export(inv: ConnectorInvocation) -> ConnectorResult:
@@ -231,98 +218,59 @@ def fake_ledger_operations(
     def large(arguments: Mapping[str, Any]) -> bool:
         return int(arguments.get("amount", 0)) > 100
 
+    def op(
+        name: str,
+        description: str,
+        input_schema: JsonObject,
+        invoke: ConnectorInvoke,
+        *,
+        requires_approval: Callable[[JsonObject], bool] | None = None,
+        step_timeout: timedelta = timeout,
+        attempts: int = 3,
+    ) -> ConnectorOperation:
+        """Operation `name` of the kind and retry `FAKE_LEDGER_MANIFEST` reviews."""
+        reviewed: Mapping[str, Any] = FAKE_LEDGER_MANIFEST["operations"][name]
+        return ConnectorOperation(
+            name=name,
+            description=description,
+            input_schema=input_schema,
+            kind=reviewed["kind"],
+            retry=reviewed.get("retry", "unsafe"),
+            invoke=invoke,
+            requires_approval=requires_approval,
+            timeout=step_timeout,
+            attempts=attempts,
+        )
+
     return [
-        ConnectorOperation(
-            name="read_balance",
-            description="Read an account's balance",
-            input_schema=_ACCOUNT_SCHEMA,
-            kind="query",
-            invoke=read_balance,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="append_entry",
-            description="Append an entry to an account",
-            input_schema=_ENTRY_SCHEMA,
-            kind="mutation",
-            retry="safe",
-            invoke=append_entry,
+        op("read_balance", "Read an account's balance", _ACCOUNT_SCHEMA, read_balance),
+        op(
+            "append_entry",
+            "Append an entry to an account",
+            _ENTRY_SCHEMA,
+            append_entry,
             requires_approval=large,
-            timeout=timeout,
         ),
-        ConnectorOperation(
-            name="transfer",
-            description="Transfer an amount to an account",
-            input_schema=_ENTRY_SCHEMA,
-            kind="mutation",
-            invoke=transfer,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="start_export",
-            description="Export the ledger",
-            input_schema={"type": "object"},
-            kind="query",
-            invoke=start_export,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="confirm_account",
-            description="Confirm an account",
-            input_schema=_ACCOUNT_SCHEMA,
-            kind="query",
-            invoke=confirm_account,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="purge_ledger",
-            description="Delete every entry",
-            input_schema={"type": "object"},
-            kind="mutation",
-            invoke=purge_ledger,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="start_import",
-            description="Import entries into the ledger",
-            input_schema={"type": "object"},
-            kind="mutation",
-            invoke=start_import,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="post_payment",
-            description="Pay an amount to an account",
-            input_schema=_GATED_SCHEMA,
-            kind="mutation",
-            retry="safe",
-            invoke=post_payment,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="wire_funds",
-            description="Wire an amount to an account",
-            input_schema=_GATED_SCHEMA,
-            kind="mutation",
-            invoke=wire_funds,
-            timeout=timeout,
-        ),
-        ConnectorOperation(
-            name="flaky_lookup",
-            description="Look an account up at a flaky provider",
-            input_schema=_ACCOUNT_SCHEMA,
-            kind="query",
-            invoke=flaky_lookup,
-            timeout=timeout,
+        op("transfer", "Transfer an amount to an account", _ENTRY_SCHEMA, transfer),
+        op("start_export", "Export the ledger", _NO_INPUT, start_export),
+        op("confirm_account", "Confirm an account", _ACCOUNT_SCHEMA, confirm_account),
+        op("purge_ledger", "Delete every entry", _NO_INPUT, purge_ledger),
+        op("start_import", "Import entries into the ledger", _NO_INPUT, start_import),
+        op("post_payment", "Pay an amount to an account", _GATED_SCHEMA, post_payment),
+        op("wire_funds", "Wire an amount to an account", _GATED_SCHEMA, wire_funds),
+        op(
+            "flaky_lookup",
+            "Look an account up at a flaky provider",
+            _ACCOUNT_SCHEMA,
+            flaky_lookup,
             attempts=FLAKY_LOOKUP_ATTEMPTS,
         ),
-        ConnectorOperation(
-            name="slow_lookup",
-            description="Look an account up at a slow provider",
-            input_schema=_SLOW_SCHEMA,
-            kind="query",
-            invoke=slow_lookup,
-            timeout=SLOW_LOOKUP_TIMEOUT,
+        op(
+            "slow_lookup",
+            "Look an account up at a slow provider",
+            _SLOW_SCHEMA,
+            slow_lookup,
+            step_timeout=SLOW_LOOKUP_TIMEOUT,
             attempts=1,
         ),
     ]

@@ -20,9 +20,16 @@ import socket
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Self
+from typing import Self, TypedDict
 
 _BIN_ENV = "DEX_AGENTS_POSTGRES_BIN"
+
+
+class _RunAs(TypedDict, total=False):
+    """The `subprocess.run` keywords that run a command as another user."""
+
+    user: int
+    group: int
 
 
 class PostgresNotAvailable(RuntimeError):
@@ -96,7 +103,7 @@ class PostgresTestServer:
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
     def _run(self, *args: str) -> None:
-        kwargs: dict[str, object] = {}
+        kwargs: _RunAs = {}
         if self._user is not None:
             kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid}
         result = subprocess.run(
@@ -104,7 +111,7 @@ class PostgresTestServer:
             capture_output=True,
             text=True,
             check=False,
-            **kwargs,  # type: ignore[arg-type]
+            **kwargs,
         )
         if result.returncode != 0:
             raise RuntimeError(

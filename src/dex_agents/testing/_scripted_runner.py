@@ -37,16 +37,15 @@ from ..session import (
     DeferredToolExecution,
     EditContext,
     JsonObject,
-    ModelCallMetadata,
     RunModelContext,
     StoredMessage,
     ToolCall,
     ToolCallsRequested,
     ToolOutcome,
     TurnCompleted,
-    Usage,
-    resolve_policy,
 )
+from ..session._policy import resolve_policy
+from ..session._usage import ModelCallMetadata, Usage
 
 ToolHandler = Callable[[JsonObject, DeferredToolExecution | None], Awaitable[str]]
 SEGMENT_USAGE = Usage(input_tokens=20, output_tokens=5, model_calls=1, cost_usd=0.001)

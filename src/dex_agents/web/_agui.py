@@ -51,7 +51,8 @@ from ag_ui.core import (
     ToolCallResultEvent,
 )
 
-from ..session import EventRecord, JsonObject
+from ..session import JsonObject
+from ..session._events import EventRecord
 from ._stream import Delivered, StreamItem, Superseded
 
 
@@ -99,6 +100,18 @@ def agui_event(session_id: str, item: StreamItem) -> BaseEvent | None:
         },
     }
     return event
+
+
+def _waiting_for(
+    session_id: str, event: EventRecord, interrupt: Interrupt
+) -> RunFinishedEvent:
+    """The run stops to wait for `interrupt`, the approval event as its result."""
+    return RunFinishedEvent(
+        thread_id=session_id,
+        run_id=event.turn_id,
+        outcome=RunFinishedInterruptOutcome(interrupts=[interrupt]),
+        result={"approval": dict(event.data)},
+    )
 
 
 def _translate(session_id: str, item: Delivered) -> BaseEvent | None:
@@ -163,12 +176,7 @@ def _translate(session_id: str, item: Delivered) -> BaseEvent | None:
                 },
                 expires_at=_text(data.get("deadline")) or None,
             )
-            return RunFinishedEvent(
-                thread_id=session_id,
-                run_id=e.turn_id,
-                outcome=RunFinishedInterruptOutcome(interrupts=[interrupt]),
-                result={"approval": dict(data)},
-            )
+            return _waiting_for(session_id, e, interrupt)
         case "interrupt_created":
             tool = _text(data.get("tool_name"))
             interrupt = Interrupt(
@@ -178,12 +186,7 @@ def _translate(session_id: str, item: Delivered) -> BaseEvent | None:
                 tool_call_id=_text(data.get("tool_call_id")) or None,
                 expires_at=_text(data.get("deadline")) or None,
             )
-            return RunFinishedEvent(
-                thread_id=session_id,
-                run_id=e.turn_id,
-                outcome=RunFinishedInterruptOutcome(interrupts=[interrupt]),
-                result={"approval": dict(data)},
-            )
+            return _waiting_for(session_id, e, interrupt)
         case "interrupt_resolved":
             return RunStartedEvent(
                 thread_id=session_id,

@@ -1,13 +1,14 @@
 """The JSON and SSE endpoints under `/api`, each with the role it needs."""
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi.types import DecoratedCallable
 from sse_starlette import EventSourceResponse, ServerSentEvent
 
-from ..session import SessionStatus
+from ..session._state import SessionStatus
 from ._agui import agui_event
 from ._auth import Auth, Caller
 from ._errors import ApiError, translated
@@ -198,9 +199,13 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
             session_id, interrupt_id, caller.principal, approved=False, rejection=body
         )
 
-    async def _stream(
-        session_id: str, after: int, last_event_id: str | None, until: str | None
+    async def stream(
+        session_id: SessionPath,
+        after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
+        until: Literal["idle"] | None = None,
+        last_event_id: Annotated[str | None, Header(max_length=40)] = None,
     ) -> AsyncIterator[StreamItem]:
+        """The items an events endpoint streams (the query of both of them)."""
         cursor = _resume_cursor(after, last_event_id)
         sessions = await service.sessions()
         with translated(session_id):
@@ -212,18 +217,20 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
             until_idle=until == "idle",
         )
 
-    @router.get(
-        "/sessions/{session_id}/events",
-        tags=["events"],
-        dependencies=[read],
-        response_class=EventSourceResponse,
-        responses=_SSE,
-    )
+    streamed = Depends(stream)
+
+    def events_route(path: str) -> Callable[[DecoratedCallable], DecoratedCallable]:
+        return router.get(
+            path,
+            tags=["events"],
+            dependencies=[read],
+            response_class=EventSourceResponse,
+            responses=_SSE,
+        )
+
+    @events_route("/sessions/{session_id}/events")
     async def session_events(
-        session_id: SessionPath,
-        after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
-        until: Literal["idle"] | None = None,
-        last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+        items: Annotated[AsyncIterator[StreamItem], streamed],
     ) -> EventSourceResponse:
         """The session's events as SSE, after cursor `after` (or `Last-Event-ID`).
 
@@ -232,7 +239,6 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         `attempt_superseded` item (no `id`) says to drop what lower attempts
         of a step showed. `until=idle` ends the stream once the session waits.
         """
-        items = await _stream(session_id, after, last_event_id, until)
 
         async def frames() -> AsyncIterator[ServerSentEvent]:
             async for item in items:
@@ -241,21 +247,11 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
 
         return EventSourceResponse(frames(), ping=PING_SECONDS, headers=_NO_BUFFER)
 
-    @router.get(
-        "/sessions/{session_id}/events/ag-ui",
-        tags=["events"],
-        dependencies=[read],
-        response_class=EventSourceResponse,
-        responses=_SSE,
-    )
+    @events_route("/sessions/{session_id}/events/ag-ui")
     async def session_events_agui(
-        session_id: SessionPath,
-        after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
-        until: Literal["idle"] | None = None,
-        last_event_id: Annotated[str | None, Header(max_length=40)] = None,
+        session_id: SessionPath, items: Annotated[AsyncIterator[StreamItem], streamed]
     ) -> EventSourceResponse:
         """The same events in the AG-UI format (thread = session, run = turn)."""
-        items = await _stream(session_id, after, last_event_id, until)
 
         async def frames() -> AsyncIterator[ServerSentEvent]:
             async for item in items:

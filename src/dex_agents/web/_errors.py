@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator
 from typing import Literal
 
 from fastapi import FastAPI, Request
@@ -138,7 +138,7 @@ def _is_not_found(cause: BaseException | None) -> bool:
 
 
 @contextlib.contextmanager
-def translated(session_id: str = "") -> Iterator[None]:
+def translated(session_id: str = "") -> Generator[None, None, None]:
     """Raise the library's errors inside as `ApiError`s; others propagate (a 500)."""
     try:
         yield

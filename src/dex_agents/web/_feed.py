@@ -17,9 +17,9 @@ from collections import deque
 from collections.abc import AsyncIterator
 from itertools import takewhile
 
-from ..session import EventRecord
+from ..session._events import EventRecord
 from ..stores import RuntimeStore
-from ._cursors import newest_cursor
+from ..stores._cursors import newest_cursor
 
 WINDOW = 2000
 """Events each feed keeps in memory for followers that are a little behind."""

@@ -7,8 +7,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ..session import ImageReference, JsonObject, SessionStatus, ToolEffect
-from ..temporal import AgentSnapshot, TurnSummary
+from ..session import JsonObject, ToolEffect
+from ..session._media import ImageReference
+from ..session._state import SessionStatus, TurnSummary
+from ..temporal import AgentSnapshot
 from ._errors import ErrorCode
 
 SessionId = Annotated[

@@ -21,9 +21,11 @@ import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..session import JsonObject, SessionStatus
+from ..session import JsonObject
+from ..session._events import parsed_time
+from ..session._state import SessionStatus
+from ..stores._cursors import cursor_before_turn
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token
-from ._cursors import cursor_before_turn
 from ._errors import ApiError, translated
 from ._models import CancelTurn, Rejection, SendMessage, SessionId
 from ._service import Service
@@ -69,17 +71,23 @@ def _pretty_json(value: object) -> str:
 
 def _usd(arguments: object, key: str) -> str:
     """A budget interrupt's amount (`spent_usd`, `spend_limit_usd`) to 4 decimals."""
-    value = arguments.get(key) if isinstance(arguments, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    value = (
+        cast(dict[str, object], arguments).get(key)
+        if isinstance(arguments, dict)
+        else None
+    )
     return f"{value:.4f}" if isinstance(value, int | float) else "?"
 
 
+def _path(value: object) -> str:
+    """`value` as one URL path segment."""
+    return quote(str(value), safe="")
+
+
 def _age(created_at: str) -> str:
-    try:
-        created = datetime.fromisoformat(created_at)
-    except ValueError:
+    created = parsed_time(created_at)
+    if created is None:
         return ""
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=UTC)
     seconds = int(max(0.0, (datetime.now(UTC) - created).total_seconds()))
     if seconds < 120:
         return f"{seconds} s"
@@ -95,10 +103,12 @@ def templates() -> jinja2.Environment:
         autoescape=True,
         undefined=jinja2.StrictUndefined,
     )
-    env.filters["pretty_json"] = _pretty_json
-    env.filters["usd"] = _usd
-    env.filters["age"] = _age
-    env.filters["path"] = lambda value: quote(str(value), safe="")
+    # jinja2 leaves `filters` as dict[str, Unknown] (inferred from its own table).
+    filters = cast(dict[str, Callable[..., str]], env.filters)  # pyright: ignore[reportUnknownMemberType]
+    filters["pretty_json"] = _pretty_json
+    filters["usd"] = _usd
+    filters["age"] = _age
+    filters["path"] = _path
     return env
 
 
@@ -143,18 +153,23 @@ def _render(
     )
     response = HTMLResponse(body, status)
     if request.cookies.get(CSRF_COOKIE) != csrf:
-        response.set_cookie(
-            CSRF_COOKIE,
-            csrf,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path=base or "/",
-        )
+        _set_cookie(response, request, CSRF_COOKIE, csrf)
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "same-origin"
     return response
+
+
+def _set_cookie(response: Response, request: Request, name: str, value: str) -> None:
+    """Set cookie `name` for this app's paths: HTTP-only, same-site, secure on HTTPS."""
+    response.set_cookie(
+        name,
+        value,
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
+        path=request.scope.get("root_path", "") or "/",
+    )
 
 
 def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRouter:
@@ -224,14 +239,7 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         # Only a path of this app: never an open redirect to another site.
         target = next if next.startswith(f"{base}/") and "//" not in next else ""
         response = RedirectResponse(target or f"{base}/inbox", 303)
-        response.set_cookie(
-            TOKEN_COOKIE,
-            token,
-            httponly=True,
-            samesite="strict",
-            secure=request.url.scheme == "https",
-            path=base or "/",
-        )
+        _set_cookie(response, request, TOKEN_COOKIE, token)
         return response
 
     @router.post("/logout")

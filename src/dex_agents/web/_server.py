@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, Generator
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ class _QuietServer(uvicorn.Server):
     """A server that leaves the process's signals to its owner (`dev`, a test)."""
 
     @contextlib.contextmanager
-    def capture_signals(self) -> Iterator[None]:
+    def capture_signals(self) -> Generator[None, None, None]:
         """Install nothing: Ctrl-C belongs to the program that runs the server."""
         yield
 
@@ -51,7 +51,7 @@ async def serving(
     port: int = 0,
     handle_signals: bool = False,
     **config: Any,
-) -> AsyncIterator[RunningServer]:
+) -> AsyncGenerator[RunningServer, None]:
     """Serve `app` with uvicorn in this loop until the block ends.
 
     `handle_signals`: let uvicorn catch SIGINT/SIGTERM, stop gracefully and

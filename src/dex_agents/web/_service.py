@@ -18,16 +18,13 @@ from typing import TypeVar, cast
 from pydantic import TypeAdapter
 from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 
-from ..session import JsonObject, SessionStatus
+from ..session import JsonObject
+from ..session._events import parsed_time
+from ..session._state import SessionStatus, TurnSummary
 from ..stores import RuntimeStore
-from ..temporal import (
-    AgentSessionFlow,
-    AgentSnapshot,
-    SessionClient,
-    TurnSummary,
-    with_recent_turns,
-)
-from ._cursors import cursor_before_turn
+from ..stores._cursors import cursor_before_turn
+from ..temporal import AgentSessionFlow, AgentSnapshot, SessionClient
+from ..temporal._client import with_recent_turns
 from ._errors import ApiError, translated
 from ._models import (
     Approval,
@@ -102,12 +99,10 @@ class Service:
         """A session client; the flow matters only to `start`.
 
         Every other call is answered by the session's own workflow, which
-        knows its flow, so any flow (or none: the client keeps it unused) does.
+        knows its flow, so any flow (or none) does.
         """
         chosen = flow or next(iter(self.flows.values()), None)
-        return SessionClient(
-            await self.client(), cast(AgentSessionFlow, chosen), self.store
-        )
+        return SessionClient(await self.client(), chosen, self.store)
 
     # -- sessions ----------------------------------------------------------
 
@@ -428,10 +423,5 @@ def _summary(snapshot: AgentSnapshot) -> SessionSummary:
 
 
 def _age(created_at: str, now: datetime) -> float:
-    try:
-        created = datetime.fromisoformat(created_at)
-    except ValueError:
-        return 0.0
-    if created.tzinfo is None:
-        created = created.replace(tzinfo=UTC)
-    return max(0.0, (now - created).total_seconds())
+    created = parsed_time(created_at)
+    return max(0.0, (now - created).total_seconds()) if created is not None else 0.0

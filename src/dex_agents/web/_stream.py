@@ -23,7 +23,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from ..session import EventRecord, JsonObject
+from ..session import JsonObject
+from ..session._events import EventRecord
 from ._feed import Feeds
 
 IDLE_TYPES = frozenset(

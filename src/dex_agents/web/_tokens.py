@@ -165,17 +165,18 @@ class TokenSet:
             )
         except (json.JSONDecodeError, tomllib.TOMLDecodeError) as err:
             raise UserError(f"cannot parse the token file {source}: {err}") from err
-        entries = raw.get("tokens") if isinstance(raw, dict) else None
+        entries = (
+            cast(dict[str, object], raw).get("tokens")
+            if isinstance(raw, dict)
+            else None
+        )
         if not isinstance(entries, list):
             raise UserError(
                 f"the token file {source} has no `tokens` list; write "
                 '`[[tokens]]` tables (TOML) or {"tokens": [...]} (JSON)'
             )
         return cls(
-            [
-                _entry(cast(object, e), i, source)
-                for i, e in enumerate(cast(list[object], entries))
-            ]
+            [_entry(e, i, source) for i, e in enumerate(cast(list[object], entries))]
         )
 
 

@@ -29,7 +29,7 @@ the module with the current interpreter in isolated mode and registers the
 `dex_agents` packages and this one without executing their `__init__`, which
 would import Temporal (about three seconds). The fake itself imports only the
 standard library, pydantic, its sibling `_fake_cli_*` modules and
-`dex_agents.testing._script`.
+`dex_agents._scripted._script`.
 """
 
 from __future__ import annotations

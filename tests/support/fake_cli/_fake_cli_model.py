@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import JsonValue
 
-from dex_agents.testing._script import (
+from dex_agents._scripted._script import (
     MARKER,
     Call,
     Fail,

@@ -25,7 +25,7 @@ from typing import Literal, cast
 
 from pydantic import JsonValue
 
-from dex_agents.testing._script import ScriptError
+from dex_agents._scripted._script import ScriptError
 
 from ._fake_cli_args import CliArgs, JsonObject
 from ._fake_cli_model import Answer, CallTools, Failure, Plan, PlannedCall, plan_reply

@@ -65,6 +65,34 @@ class Check:
         }
 
 
+@dataclass(kw_only=True)
+class Subject:
+    """What one check looks at: the check's name, its line's title, its details.
+
+    `details` (what `--json` adds) may be filled in as the check learns more.
+    """
+
+    name: str
+    title: str
+    details: dict[str, Any] = field(default_factory=lambda: {})
+
+    def outcome(
+        self, status: Status, text: str, fix: str | None = None, *, sep: str = ": "
+    ) -> Check:
+        """The check's line `<title><sep><text>`, with the `fix` it says."""
+        return Check(
+            name=self.name,
+            status=status,
+            text=f"{self.title}{sep}{text}",
+            fix=fix,
+            details=self.details,
+        )
+
+    def failed(self, message: str) -> Check:
+        """The check failed with a message that says `what; what to do`."""
+        return failed_check(self.name, self.title, message, self.details)
+
+
 async def guarded(
     name: str, title: str, check: Awaitable[Check], timeout: float
 ) -> Check:

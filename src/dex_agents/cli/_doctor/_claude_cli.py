@@ -10,11 +10,10 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 from ...temporal import AgentSessionFlow
 from .._errors import one_line
-from ._check import GRACE, Check, in_thread
+from ._check import GRACE, Check, Subject, in_thread
 
 TESTED_CLI_VERSION = "2.1.332"
 """The Claude Code CLI the adapter is tested with: the one claude-agent-sdk
@@ -69,27 +68,24 @@ async def check_cli(
     source: str | None,
     timeout: float,
 ) -> Check:
-    name, title = "claude_cli", "Claude Code CLI"
+    about = Subject(name="claude_cli", title="Claude Code CLI")
     pinned = _pinned_sdk() or "its pinned version"
     if modules is None:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: claude-agent-sdk is not installed",
-            fix="pip install 'dex-agents[claude]' (its claude-agent-sdk bundles the "
-            "CLI)",
+        return about.outcome(
+            "fail",
+            "claude-agent-sdk is not installed",
+            "pip install 'dex-agents[claude]' (its claude-agent-sdk bundles the CLI)",
         )
     claude_agent_sdk, _process = modules
     bundled = Path(str(claude_agent_sdk.__file__)).parent / "_bundled" / "claude"
     try:
         path = _process.real_cli_path(explicit)
     except claude_agent_sdk.CLINotFoundError:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: not found (claude-agent-sdk {claude_agent_sdk.__version__} "
-            "bundles none, and no `claude` is on PATH)",
-            fix=f"pip install --force-reinstall 'claude-agent-sdk=={pinned}' (its "
+        return about.outcome(
+            "fail",
+            f"not found (claude-agent-sdk {claude_agent_sdk.__version__} bundles "
+            "none, and no `claude` is on PATH)",
+            f"pip install --force-reinstall 'claude-agent-sdk=={pinned}' (its "
             "wheel bundles the CLI), or pass `--cli` (the agent's `cli_path`) the "
             "path of a Claude Code CLI",
         )
@@ -101,7 +97,7 @@ async def check_cli(
             source = f"${variable}"
         else:
             source = "`claude` on PATH"
-    details: dict[str, Any] = {
+    about.details = {
         "path": path,
         "source": source,
         "version": None,
@@ -120,65 +116,53 @@ async def check_cli(
             "bundles the CLI)"
         )
     if not Path(path).is_file():
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: not found at {path} ({source})",
-            fix=f"pass `--cli` the path of a Claude Code CLI, or {instead}"
+        return about.outcome(
+            "fail",
+            f"not found at {path} ({source})",
+            f"pass `--cli` the path of a Claude Code CLI, or {instead}"
             if source == "--cli"
             else instead,
-            details=details,
         )
+    at = f" at {path} ({source})"
     try:
         done = await in_thread(lambda: _version_of(path, timeout), timeout + GRACE / 2)
     except (subprocess.TimeoutExpired, TimeoutError):
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title} at {path} ({source}): `--version` gave no answer within "
-            f"{timeout:g} s",
-            fix=f"check that it is a Claude Code CLI (it prints its version at "
-            f"once), or {instead}",
-            details=details,
+        return about.outcome(
+            "fail",
+            f"`--version` gave no answer within {timeout:g} s",
+            "check that it is a Claude Code CLI (it prints its version at once), "
+            f"or {instead}",
+            sep=f"{at}: ",
         )
     except OSError as err:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title} at {path} ({source}) cannot run: {err.strerror or err}",
-            fix=f"make it executable (chmod +x), or {instead}",
-            details=details,
+        return about.outcome(
+            "fail",
+            f"cannot run: {err.strerror or err}",
+            f"make it executable (chmod +x), or {instead}",
+            sep=f"{at} ",
         )
     printed = (done.stdout or done.stderr).strip()
     match = re.search(r"\b\d+\.\d+\.\d+\S*", done.stdout)
     if done.returncode != 0 or match is None:
         said = f"exited {done.returncode}" if done.returncode else "printed no version"
         shown = f": {one_line(printed)[:160]}" if printed else ""
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title} at {path} ({source}): `--version` {said}{shown}",
-            fix=f"check that it is a Claude Code CLI, or {instead}",
-            details=details,
+        return about.outcome(
+            "fail",
+            f"`--version` {said}{shown}",
+            f"check that it is a Claude Code CLI, or {instead}",
+            sep=f"{at}: ",
         )
     version = match.group(0)
-    details["version"] = version
+    about.details["version"] = version
+    about.title += f" {version} ({source})"
     if version != TESTED_CLI_VERSION:
-        return Check(
-            name=name,
-            status="warn",
-            text=f"{title} {version} ({source}): {path}; the adapter is tested with "
-            f"{TESTED_CLI_VERSION}",
-            fix=f"if sessions misbehave, run {TESTED_CLI_VERSION}, the CLI bundled "
+        return about.outcome(
+            "warn",
+            f"{path}; the adapter is tested with {TESTED_CLI_VERSION}",
+            f"if sessions misbehave, run {TESTED_CLI_VERSION}, the CLI bundled "
             f"with claude-agent-sdk {pinned}: {instead}",
-            details=details,
         )
-    return Check(
-        name=name,
-        status="pass",
-        text=f"{title} {version} ({source}): {path}",
-        details=details,
-    )
+    return about.outcome("pass", path)
 
 
 def _version_of(path: str, timeout: float) -> subprocess.CompletedProcess[str]:

@@ -27,13 +27,11 @@ from collections.abc import Sequence
 
 import click
 
-from ...stores import (
-    redacted_store,
-)
+from ...stores._open import redacted_store
 from ...temporal import AgentSessionFlow
 from .. import _render as render
 from .._agent_ref import load_flow
-from .._context import Target, target_options
+from .._context import Target, target_options, timeout_option
 from .._errors import CommandError, prog, run
 from ._check import Check, guarded
 from ._claude_cli import check_cli, claude_modules, cli_choice
@@ -78,13 +76,7 @@ Examples:
     "agent's `cli_path`, else the CLI bundled with claude-agent-sdk, else "
     "`claude` on PATH).",
 )
-@click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Seconds each check may take.",
-)
+@timeout_option(10.0, "Seconds each check may take.")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @target_options
 def doctor(

@@ -8,17 +8,13 @@ import tempfile
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-from ...stores import (
-    DirectoryMediaStore,
-    InMemoryMediaStore,
-    MediaStore,
-)
-from ...stores._media import image_reference
+from ...stores import DirectoryMediaStore, MediaStore
+from ...stores._media import InMemoryMediaStore, image_reference
 from ...temporal import AgentSessionFlow
 from .._errors import one_line
-from ._check import Check, in_thread
+from ._check import Check, Subject, in_thread
 from ._claude_cli import definition
 from ._runtime_store import os_reason
 
@@ -62,28 +58,24 @@ async def _probe_media(
     flow: AgentSessionFlow, store: MediaStore, timeout: float
 ) -> Check:
     """Whether `store` answers, without storing anything in it."""
-    name = "media_store"
     with contextlib.suppress(ImportError):
         from ...s3 import S3MediaStore
 
         if isinstance(store, S3MediaStore):
             return await _probe_s3(flow, store, timeout)
     if isinstance(store, InMemoryMediaStore):
-        return Check(
-            name=name,
-            status="warn",
-            text=f"media store of flow {flow.flow_type}: in memory: images that a "
-            "client in another process uploads are not there",
-            fix="use a `DirectoryMediaStore` or an `S3MediaStore` that every worker "
+        return _subject(flow, "", kind="memory").outcome(
+            "warn",
+            "in memory: images that a client in another process uploads are not there",
+            "use a `DirectoryMediaStore` or an `S3MediaStore` that every worker "
             "and client of the session share",
-            details={"flow_type": flow.flow_type, "kind": "memory"},
         )
     if isinstance(store, DirectoryMediaStore):
         return await in_thread(lambda: _probe_directory(flow, store.path), timeout)
     # Any other store: a reference it cannot hold must be a KeyError, not a failure.
     kind = type(store).__name__
-    title = f"media store of flow {flow.flow_type} ({kind})"
-    details = {"flow_type": flow.flow_type, "kind": kind}
+    about = _subject(flow, f" ({kind})", kind=kind)
+    unreachable = "check that the service it uses runs and can be reached"
     never_stored = image_reference(
         f"dex-agents doctor {uuid.uuid4().hex}".encode(), "image/png"
     )
@@ -91,84 +83,73 @@ async def _probe_media(
         async with asyncio.timeout(timeout):
             await store.get_image(never_stored)
     except KeyError:
-        return Check(
-            name=name, status="pass", text=f"{title}: answers", details=details
-        )
+        return about.outcome("pass", "answers")
     except TimeoutError:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: no answer within {timeout:g} s",
-            fix="check that the service it uses runs and can be reached",
-            details=details,
-        )
+        return about.outcome("fail", f"no answer within {timeout:g} s", unreachable)
     except Exception as err:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: {type(err).__name__}: {one_line(str(err))}",
-            fix="check that the service it uses runs and can be reached",
-            details=details,
+        return about.outcome(
+            "fail", f"{type(err).__name__}: {one_line(str(err))}", unreachable
         )
-    return Check(name=name, status="pass", text=f"{title}: answers", details=details)
+    return about.outcome("pass", "answers")
+
+
+def _subject(flow: AgentSessionFlow, where: str, **details: str) -> Subject:
+    """The media store of `flow` (`where` it is), for a line of the check."""
+    return Subject(
+        name="media_store",
+        title=f"media store of flow {flow.flow_type}{where}",
+        details={"flow_type": flow.flow_type, **details},
+    )
 
 
 def _probe_directory(flow: AgentSessionFlow, path: Path) -> Check:
     """Whether a `DirectoryMediaStore`'s directory can be written (or created)."""
-    name = "media_store"
-    title = f"media store of flow {flow.flow_type}: directory {path}"
-    details = {"flow_type": flow.flow_type, "kind": "directory", "path": str(path)}
+    about = _subject(flow, f": directory {path}", kind="directory", path=str(path))
     existing = path
     while not existing.exists() and existing != existing.parent:
         existing = existing.parent
     if not existing.is_dir():
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: {existing} is a file, not a directory",
-            fix="give the `DirectoryMediaStore` a directory every worker can write",
-            details=details,
+        return about.outcome(
+            "fail",
+            f"{existing} is a file, not a directory",
+            "give the `DirectoryMediaStore` a directory every worker can write",
         )
     try:
         with tempfile.NamedTemporaryFile(prefix=".dex-agents-doctor-", dir=existing):
             pass
     except OSError as err:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: cannot write {existing}: {os_reason(err)}",
-            fix=f"fix the permissions of {existing}, or give the "
+        return about.outcome(
+            "fail",
+            f"cannot write {existing}: {os_reason(err)}",
+            f"fix the permissions of {existing}, or give the "
             "`DirectoryMediaStore` another directory",
-            details=details,
         )
-    return Check(name=name, status="pass", text=f"{title}: writable", details=details)
+    return about.outcome("pass", "writable")
 
 
 async def _probe_s3(flow: AgentSessionFlow, store: Any, timeout: float) -> Check:
     """`head_bucket` with the store's own client: its credentials, region, endpoint."""
-    from botocore.exceptions import (
+    # botocore ships no type information (and the project installs no stubs for it).
+    from botocore.exceptions import (  # pyright: ignore[reportMissingTypeStubs]
         BotoCoreError,
         ClientError,
         EndpointConnectionError,
         NoCredentialsError,
     )
 
-    name = "media_store"
     client: Any = store._client  # pyright: ignore[reportPrivateUsage]
     bucket = str(store.bucket)
     endpoint = str(client.meta.endpoint_url)
-    title = f"media store of flow {flow.flow_type}: S3 bucket {bucket!r} at {endpoint}"
-    details = {
-        "flow_type": flow.flow_type,
-        "kind": "s3",
-        "bucket": bucket,
-        "endpoint_url": endpoint,
-    }
+    about = _subject(
+        flow,
+        f": S3 bucket {bucket!r} at {endpoint}",
+        kind="s3",
+        bucket=bucket,
+        endpoint_url=endpoint,
+    )
 
     def failed(text: str, fix: str) -> Check:
-        return Check(
-            name=name, status="fail", text=f"{title}: {text}", fix=fix, details=details
-        )
+        return about.outcome("fail", text, fix)
 
     try:
         await in_thread(lambda: client.head_bucket(Bucket=bucket), timeout)
@@ -190,7 +171,9 @@ async def _probe_s3(flow: AgentSessionFlow, store: Any, timeout: float) -> Check
             "S3 service runs there",
         )
     except ClientError as err:
-        code = str(err.response.get("Error", {}).get("Code", ""))
+        # botocore is untyped: `response` is the parsed error response, a dict.
+        response = cast(dict[str, Any], err.response)
+        code = str(response.get("Error", {}).get("Code", ""))
         if code in ("404", "NoSuchBucket", "NotFound"):
             return failed(
                 "the bucket does not exist",
@@ -209,4 +192,4 @@ async def _probe_s3(flow: AgentSessionFlow, store: Any, timeout: float) -> Check
             f"{type(err).__name__}: {err}",
             "check the endpoint, the region and the AWS credentials",
         )
-    return Check(name=name, status="pass", text=f"{title}: reachable", details=details)
+    return about.outcome("pass", "reachable")

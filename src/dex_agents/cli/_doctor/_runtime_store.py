@@ -6,17 +6,13 @@ import sqlite3
 import tempfile
 import uuid
 from pathlib import Path
-from typing import Any
 
 from ..._errors import UserError
-from ...stores import (
-    is_database_url,
-    open_runtime_store,
-    redacted_store,
-)
+from ...stores import open_runtime_store
+from ...stores._open import is_database_url, redacted_store
 from .._context import Target, store_label
 from .._errors import one_line
-from ._check import Check, failed_check, in_thread
+from ._check import Check, Subject, failed_check, in_thread
 
 _STORE_FIX = "pass `--store` (or `--state-dir`) a place the worker can write"
 _PROBE_TABLE = "event_cursors"
@@ -39,13 +35,14 @@ async def check_store(target: Target, timeout: float) -> Check:
 
 def _probe_sqlite(path: Path, timeout: float) -> Check:
     """Whether the worker can write the SQLite store at `path` (or create it there)."""
-    name, title = "runtime_store", f"runtime store {path}"
-    details: dict[str, Any] = {"location": str(path), "kind": "sqlite"}
+    about = Subject(
+        name="runtime_store",
+        title=f"runtime store {path}",
+        details={"location": str(path), "kind": "sqlite"},
+    )
 
     def failed(text: str, fix: str = _STORE_FIX) -> Check:
-        return Check(
-            name=name, status="fail", text=f"{title}: {text}", fix=fix, details=details
-        )
+        return about.outcome("fail", text, fix)
 
     try:
         if path.exists():
@@ -59,13 +56,8 @@ def _probe_sqlite(path: Path, timeout: float) -> Check:
                     f"fix the permissions of it and of {path.parent} (SQLite writes a "
                     f"journal next to it), or {_STORE_FIX}",
                 )
-            details["exists"] = True
-            return Check(
-                name=name,
-                status="pass",
-                text=f"{title}: writable (SQLite)",
-                details=details,
-            )
+            about.details["exists"] = True
+            return about.outcome("pass", "writable (SQLite)")
         existing = path.parent
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent
@@ -83,13 +75,9 @@ def _probe_sqlite(path: Path, timeout: float) -> Check:
             )
     except OSError as err:
         return failed(f"cannot be reached: {os_reason(err)}")
-    details["exists"] = False
-    return Check(
-        name=name,
-        status="pass",
-        text=f"{title}: not there yet; the worker creates it ({existing} can be "
-        "written)",
-        details=details,
+    about.details["exists"] = False
+    return about.outcome(
+        "pass", f"not there yet; the worker creates it ({existing} can be written)"
     )
 
 
@@ -125,23 +113,23 @@ def os_reason(err: OSError | sqlite3.Error) -> str:
 
 async def _check_database(dsn: str, timeout: float) -> Check:
     """Open the PostgreSQL store as a worker does, then write a row that never commits."""
-    name = "runtime_store"
-    title = f"runtime store {redacted_store(dsn)}"
-    details: dict[str, Any] = {"location": redacted_store(dsn), "kind": "postgresql"}
+    about = Subject(
+        name="runtime_store",
+        title=f"runtime store {redacted_store(dsn)}",
+        details={"location": redacted_store(dsn), "kind": "postgresql"},
+    )
     try:
         store = await open_runtime_store(dsn)
     except ImportError:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: the `postgres` extra is not installed",
-            fix="pip install 'dex-agents[postgres]'",
-            details=details,
+        return about.outcome(
+            "fail",
+            "the `postgres` extra is not installed",
+            "pip install 'dex-agents[postgres]'",
         )
     except UserError as err:
-        return failed_check(name, title, str(err), details)
+        return about.failed(str(err))
     try:
-        title = f"runtime store {store_label(store)}"
+        about.title = f"runtime store {store_label(store)}"
     finally:
         await store.close()
     import psycopg
@@ -163,25 +151,12 @@ async def _check_database(dsn: str, timeout: float) -> Check:
             )
             row = await cursor.fetchone()
     except psycopg.Error as err:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: cannot write: {one_line(str(err))}",
-            fix="GRANT this role SELECT, INSERT, UPDATE and DELETE on the "
+        return about.outcome(
+            "fail",
+            f"cannot write: {one_line(str(err))}",
+            "GRANT this role SELECT, INSERT, UPDATE and DELETE on the "
             f"dex_agents_* tables, or {_STORE_FIX}",
-            details=details,
         )
     if row is None or row[0] != probe:
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title}: a written row did not read back",
-            fix=_STORE_FIX,
-            details=details,
-        )
-    return Check(
-        name=name,
-        status="pass",
-        text=f"{title}: writable (PostgreSQL)",
-        details=details,
-    )
+        return about.outcome("fail", "a written row did not read back", _STORE_FIX)
+    return about.outcome("pass", "writable (PostgreSQL)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 from datetime import timedelta
-from typing import Any
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.service import RPCError, RPCStatusCode
@@ -13,7 +12,7 @@ from ..._errors import DexAgentsError, UserError
 from ...temporal import EngineConfig
 from .._context import Target, connect
 from .._errors import CommandError, prog
-from ._check import Check, failed_check, reason
+from ._check import Check, Subject, failed_check, reason
 
 _CLUSTER_FIX = (
     "check `--address` (DEX_AGENTS_TEMPORAL_ADDRESS) and that Temporal runs there, "
@@ -23,39 +22,40 @@ _CLUSTER_FIX = (
 
 
 async def check_temporal(target: Target, timeout: float) -> Check:
-    name = "temporal"
     try:
         config = EngineConfig.from_env()
     except UserError as err:
         return failed_check("temporal", "Temporal", str(err))
     address = target.address or (config.address if config else None)
-    details: dict[str, Any] = {
-        "address": address,
-        "namespace": target.namespace,
-        "embedded": address is None,
-        "state_dir": str(target.state_dir) if address is None else None,
-    }
-    title = f"Temporal at {address}" if address else "Temporal"
+    about = Subject(
+        name="temporal",
+        title=f"Temporal at {address}" if address else "Temporal",
+        details={
+            "address": address,
+            "namespace": target.namespace,
+            "embedded": address is None,
+            "state_dir": str(target.state_dir) if address is None else None,
+        },
+    )
     try:
         async with asyncio.timeout(timeout):
             conn = await connect(target)
     except CommandError as err:
-        return failed_check(name, title, err.format_message(), details)
+        return about.failed(err.format_message())
     except (TimeoutError, DexAgentsError, RuntimeError, OSError) as err:
         said = (
             f"no answer within {timeout:g} s" if isinstance(err, TimeoutError) else ""
         )
-        return Check(
-            name=name,
-            status="fail",
-            text=f"{title} (namespace {target.namespace}): {said or reason(err)}",
-            fix=_CLUSTER_FIX.format(prog=prog())
+        return about.outcome(
+            "fail",
+            said or reason(err),
+            _CLUSTER_FIX.format(prog=prog())
             if address
             else f"start it with `{prog()} dev`",
-            details=details,
+            sep=f" (namespace {target.namespace}): ",
         )
-    details["address"] = conn.address
-    title = f"Temporal at {conn.address}, namespace {conn.namespace}"
+    about.details["address"] = conn.address
+    about.title = f"Temporal at {conn.address}, namespace {conn.namespace}"
     try:
         await conn.client.workflow_service.describe_namespace(
             DescribeNamespaceRequest(namespace=conn.namespace),
@@ -63,23 +63,17 @@ async def check_temporal(target: Target, timeout: float) -> Check:
         )
     except RPCError as err:
         if err.status == RPCStatusCode.NOT_FOUND:
-            return Check(
-                name=name,
-                status="fail",
-                text=f"{title}: the namespace does not exist",
-                fix="pass `--namespace` (DEX_AGENTS_TEMPORAL_NAMESPACE) one that "
+            return about.outcome(
+                "fail",
+                "the namespace does not exist",
+                "pass `--namespace` (DEX_AGENTS_TEMPORAL_NAMESPACE) one that "
                 "does, or create it: `temporal operator namespace create --namespace "
                 f"{conn.namespace} --address {conn.address}`",
-                details=details,
             )
         if err.status != RPCStatusCode.PERMISSION_DENIED:  # a worker needs no describe
-            return Check(
-                name=name,
-                status="fail",
-                text=f"{title}: Temporal answered {err.status.name}: {err.message}",
-                fix=_CLUSTER_FIX.format(prog=prog()),
-                details=details,
+            return about.outcome(
+                "fail",
+                f"Temporal answered {err.status.name}: {err.message}",
+                _CLUSTER_FIX.format(prog=prog()),
             )
-    return Check(
-        name=name, status="pass", text=f"{title}: {conn.where}", details=details
-    )
+    return about.outcome("pass", conn.where)

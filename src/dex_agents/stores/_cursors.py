@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ..session import EventRecord
-from ..stores import RuntimeStore
+from ..session._events import EventRecord
+from ._protocols import RuntimeStore
 
 
 def event_turn(event: EventRecord) -> int:

@@ -20,8 +20,8 @@ import hashlib
 import inspect
 from collections.abc import Awaitable, Callable
 
-from ..session import IMAGE_MEDIA_TYPES, ImageReference
-from ._media import MediaStore
+from ..session._media import IMAGE_MEDIA_TYPES, ImageReference
+from ..stores._media import MediaStore
 
 # The smallest valid PNG: one transparent pixel.
 _PNG = bytes.fromhex(

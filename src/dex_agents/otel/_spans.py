@@ -1,13 +1,4 @@
-"""OpenTelemetry: one chat span per RunModel attempt (extra `[otel]`).
-
-The span is emitted inside the activity, not the workflow: a session workflow may
-never complete, so a workflow span would never export. One span covers one model
-segment. It is CLIENT with usage when the segment made exactly one model call,
-and INTERNAL without usage when it made several (an inline tool call and the
-answer after it), because then no single request carries those numbers. The
-attributes come only from what the runner reported (`ModelCallMetadata`): the
-library never guesses a provider from a model name or a URL.
-"""
+"""The chat span of one RunModel attempt: its attributes, and its emission."""
 
 from __future__ import annotations
 
@@ -21,11 +12,9 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
         '`dex_agents.otel` needs the `otel` extra: pip install "dex-agents[otel]"'
     ) from e
 
-from .session import ModelCallMetadata, Usage
+from ..session._usage import ModelCallMetadata, Usage
 
 TRACER_NAME = "dex_agents"
-
-__all__ = ["TRACER_NAME", "chat_span_attributes", "record_chat_span"]
 
 
 def chat_span_attributes(
