@@ -18,9 +18,9 @@ from pathlib import Path
 
 from temporalio.client import Client
 
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.temporal import EmbeddedEngine
 from dex_agents.testing._hermetic import hermetic_cli_env
-from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 

@@ -41,7 +41,7 @@ import pytest_asyncio
 from dex_agents.temporal import EmbeddedEngine
 from dex_agents.testing._hermetic import bundled_cli_path
 from dex_agents.testing._refusing_proxy import RefusingProxy
-from wheel_venv import ROOT, WheelVenv, wheel_venv
+from support.wheel_venv import ROOT, WheelVenv, wheel_venv
 
 README = ROOT / "README.md"
 PROJECT_BIN = ROOT / ".venv" / "bin"

@@ -22,7 +22,7 @@ import pytest_asyncio
 
 from dex_agents.testing._hermetic import bundled_cli_path
 from dex_agents.testing._refusing_proxy import RefusingProxy
-from wheel_venv import ROOT, WheelVenv, wheel_venv
+from support.wheel_venv import ROOT, WheelVenv, wheel_venv
 
 
 @pytest.fixture(scope="session")

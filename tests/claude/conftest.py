@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from claude_harness import Hermetic
+from support.claude_harness import Hermetic
 
 from dex_agents.testing._hermetic import (
     bundled_cli_path,

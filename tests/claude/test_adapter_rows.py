@@ -25,9 +25,9 @@ from claude_agent_sdk import (
     create_sdk_mcp_server,
     tool,
 )
-from claude_harness import Hermetic, Ledger, SessionDriver
+from support.claude_harness import Hermetic, Ledger, SessionDriver
 
-from cli_argv_recorder import recorded_runs, recording_cli
+from support.cli_argv_recorder import recorded_runs, recording_cli
 from dex_agents._errors import UserError
 from dex_agents.claude import (
     ClaudeAgentDefinition,

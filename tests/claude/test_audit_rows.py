@@ -25,10 +25,10 @@ from claude_agent_sdk import (
     ToolAnnotations,
     tool,
 )
-from claude_harness import Ledger, SessionDriver
-from gate_rig import CliSide, ScriptedCli, completed
+from support.claude_harness import Ledger, SessionDriver
+from support.gate_rig import CliSide, ScriptedCli, completed
 
-from cli_argv_recorder import recording_cli
+from support.cli_argv_recorder import recording_cli
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._usage import SegmentObserver
 from dex_agents.session import (

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
-from claude_harness import SessionDriver
+from support.claude_harness import SessionDriver
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -10,7 +10,7 @@ from claude_agent_sdk import (
     ToolPermissionContext,
     tool,
 )
-from claude_harness import SessionDriver
+from support.claude_harness import SessionDriver
 
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
-from claude_harness import Hermetic, SessionDriver, runner_for
+from support.claude_harness import Hermetic, SessionDriver, runner_for
 from pydantic import JsonValue
 
 from dex_agents._errors import SessionError

@@ -3,7 +3,7 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, PermissionResultAllow
-from claude_harness import SessionDriver
+from support.claude_harness import SessionDriver
 
 from dex_agents.claude import (
     ClaudeAgentDefinition,

@@ -16,7 +16,7 @@ from typing import Any, get_args
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
 from claude_agent_sdk.types import PermissionMode
-from claude_harness import SessionDriver
+from support.claude_harness import SessionDriver
 
 from dex_agents import InvalidOptionError, UserError
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner

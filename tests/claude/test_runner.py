@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, tool
-from claude_harness import SessionDriver
+from support.claude_harness import SessionDriver
 
 import dex_agents.claude as claude
 from dex_agents._errors import ToolExecutionError, UserError

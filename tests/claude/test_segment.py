@@ -9,7 +9,7 @@ from claude_agent_sdk import (
     ToolResultBlock,
     UserMessage,
 )
-from claude_harness import SessionDriver
+from support.claude_harness import SessionDriver
 
 from dex_agents._errors import SessionError
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage
-from claude_harness import Ledger, SessionDriver
-from gate_rig import (
+from support.claude_harness import Ledger, SessionDriver
+from support.gate_rig import (
     CliSide,
     ScriptedCli,
     completed,

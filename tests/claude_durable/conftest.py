@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from claude_rig import EXAMPLES, ClaudeRig, worker_process
+from support.claude_rig import EXAMPLES, ClaudeRig, worker_process
 
 from dex_agents.temporal import EmbeddedEngine
 from dex_agents.testing import MockMessagesApi, WorkerProcess

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from cli_harness import Served, Term, agent_env, flow_config, spawn
+from support.cli_harness import Served, Term, agent_env, flow_config, spawn
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore

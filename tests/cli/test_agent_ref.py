@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from support import SUPPORT_DIR
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,7 @@ def test_a_file_path_or_a_module_names_the_flow(
 ) -> None:
     monkeypatch.setenv("DEX_AGENTS_TEST_DIR", str(tmp_path))
     monkeypatch.setenv("DEX_AGENTS_TEST_FLOW", "ByPath")
-    agents = Path(__file__).parent / "agents.py"
+    agents = SUPPORT_DIR / "agents.py"
     assert load_flow(f"{agents}:flow").flow_type == "ByPath"
     package = tmp_path / "pkg"
     package.mkdir()

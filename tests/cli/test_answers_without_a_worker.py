@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from cli_harness import flow_config, invoke
+from support.cli_harness import flow_config, invoke
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore

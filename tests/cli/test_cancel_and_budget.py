@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from cli_harness import (
+from support.cli_harness import (
     DEX_AGENTS,
     Served,
     Term,

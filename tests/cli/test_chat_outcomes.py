@@ -6,7 +6,7 @@ import re
 import uuid
 from pathlib import Path
 
-from cli_harness import Term, agent_env, spawn
+from support.cli_harness import Term, agent_env, spawn
 
 from dex_agents.temporal import EmbeddedEngine
 

@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from cli_harness import DEX_AGENTS
+from support.cli_harness import DEX_AGENTS
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine

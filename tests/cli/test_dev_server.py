@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cli_harness import Term, agent_env, flow_config, spawn
+from support.cli_harness import Term, agent_env, flow_config, spawn
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 

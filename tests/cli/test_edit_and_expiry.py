@@ -14,7 +14,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from cli_harness import (
+from support.cli_harness import (
     Served,
     Term,
     agent_env,

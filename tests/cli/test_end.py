@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from cli_harness import Served, assert_one_line_error
+from support.cli_harness import Served, assert_one_line_error
 from temporalio.client import Client, WorkflowExecutionStatus
 
 

@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from cli_harness import DEX_AGENTS
+from support.cli_harness import DEX_AGENTS
 
 from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore

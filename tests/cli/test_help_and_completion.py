@@ -6,7 +6,7 @@ import asyncio
 import os
 import subprocess
 
-from cli_harness import DEX_AGENTS, Served, invoke
+from support.cli_harness import DEX_AGENTS, Served, invoke
 
 from dex_agents.cli._app import main
 

@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import httpx
-from cli_harness import Term, agent_env, flow_config, invoke, spawn
+from support.cli_harness import Term, agent_env, flow_config, invoke, spawn
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
@@ -31,7 +31,7 @@ def _pid_alive(pid: int) -> bool:
 
 
 async def _sessions(client: Client, base: Path, flow_type: str) -> SessionClient:
-    """A client of the flow that `tests/cli/agents.py` serves from `base`."""
+    """A client of the flow that `tests/support/agents.py` serves from `base`."""
     flow = ledger_flow(flow_config(base, flow_type))
     store = await SQLiteRuntimeStore.open(base / "runtime.sqlite")
     return SessionClient(client, flow, store)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from support import SUPPORT_DIR
 import getpass
 import json
 import re
@@ -10,7 +11,7 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from cli_harness import Served, assert_one_line_error, flow_config, invoke
+from support.cli_harness import Served, assert_one_line_error, flow_config, invoke
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
@@ -269,7 +270,7 @@ async def test_no_worker_is_one_line_saying_how_to_start_one(
 
 
 async def test_a_bad_agent_reference_is_a_usage_error(tmp_path: Path) -> None:
-    agents = Path(__file__).parent / "agents.py"
+    agents = SUPPORT_DIR / "agents.py"
     cases = {
         "no_colon": "write `module:attr`",
         "no_such_module_xyz:flow": "no module named 'no_such_module_xyz'",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from fake_suite_rig import SuiteEnv
+from support.fake_suite_rig import SuiteEnv
 from temporalio.client import Client
 
 from dex_agents.temporal import EmbeddedEngine

@@ -6,10 +6,10 @@ process, on the shared dev server. Row ids are in each docstring.
 
 from __future__ import annotations
 
-from audit_engine_support import audit_rig
-from fake_suite_rig import SuiteEnv, in_process
+from support.audit_engine_support import audit_rig
+from support.fake_suite_rig import SuiteEnv, in_process
 
-from cli_argv_recorder import recorded_runs, recording_cli
+from support.cli_argv_recorder import recorded_runs, recording_cli
 from dex_agents import AgentSessionOptions, ToolPolicy
 from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.temporal import AgentSnapshot, SessionClient

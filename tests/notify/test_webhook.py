@@ -19,7 +19,7 @@ from dex_agents.session._notification import (
     NotificationKind,
     preview_arguments,
 )
-from webhook_receiver import Receiver, receiver
+from support.webhook_receiver import Receiver, receiver
 
 SECRET = "s3cr3t-webhook-key-do-not-leak"
 __all__ = ["receiver"]  # the fixture, imported

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from dex_agents.testing._postgres_server import PostgresTestServer
-from postgres_support import postgres_or_skip
+from support.postgres_support import postgres_or_skip
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from dex_agents.s3 import S3MediaStore
 from dex_agents.stores import DirectoryMediaStore
 from dex_agents.stores._media import InMemoryMediaStore
 from dex_agents.testing import run_media_store_conformance
-from moto_s3 import MotoS3, moto_s3
+from support.moto_s3 import MotoS3, moto_s3
 
 
 async def test_in_memory_store() -> None:

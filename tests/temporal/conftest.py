@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest_asyncio
-from session_harness import Harness, make_config
+from support.session_harness import Harness, make_config
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest_asyncio
 from temporalio.client import Client
-from web_rig import WebRig, ledger_config, serve_ledger
+from support.web_rig import WebRig, ledger_config, serve_ledger
 
 from dex_agents.web import WebOptions
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 from temporalio.client import Client
-from web_rig import WebRig, bearer, ledger_config, role_tokens
+from support.web_rig import WebRig, bearer, ledger_config, role_tokens
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient

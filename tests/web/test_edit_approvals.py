@@ -24,7 +24,7 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
     signed_in_page,
 )
 from test_pages import csrf_of, sign_in
-from web_rig import WebRig, bearer, ledger_config, role_tokens, serve_ledger
+from support.web_rig import WebRig, bearer, ledger_config, role_tokens, serve_ledger
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.testing._ledger_flow import ledger_flow

@@ -13,7 +13,7 @@ import httpx
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 from temporalio.client import Client
-from web_rig import Sse, SseReader, WebRig, bearer, ledger_config, role_tokens
+from support.web_rig import Sse, SseReader, WebRig, bearer, ledger_config, role_tokens
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient

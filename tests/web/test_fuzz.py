@@ -23,7 +23,7 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import APIOperation, BaseSchema, Case, GenerationMode, Response
 from schemathesis.core.result import Ok
 from temporalio.client import Client
-from web_rig import WebRig, bearer
+from support.web_rig import WebRig, bearer
 
 from dex_agents.web._tokens import Role
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from web_rig import WebRig, bearer
+from support.web_rig import WebRig, bearer
 
 from dex_agents.web._tokens import Role
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 from temporalio.client import Client
-from web_rig import role_tokens
+from support.web_rig import role_tokens
 
 from dex_agents import UserError
 from dex_agents.stores import SQLiteRuntimeStore

@@ -22,7 +22,7 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
     signed_in_page,
 )
 from test_pages import csrf_of, sign_in
-from web_rig import (
+from support.web_rig import (
     ROLE_TOKENS,
     WebRig,
     bearer,

@@ -4,7 +4,8 @@ The store reads events forward only (`read_events(after=x)`), but cursors
 are increasing, so "the first event after x" answers a monotone question,
 and a binary search over x finds a boundary in about 2·log2(cursor) indexed
 one-row reads: the newest cursor (where a new follower joins live), or the
-last event before a turn (where a page showing that turn starts following).
+last event before a turn (where a page showing that turn starts following,
+and where `dex-agents show` starts reading the calls of the turns it shows).
 """
 
 from __future__ import annotations

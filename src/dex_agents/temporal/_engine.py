@@ -387,8 +387,6 @@ class _Record:
         """Parse the record; an unreadable or foreign one counts as stale."""
         try:
             data = _read_versioned(path)
-            if data is None:
-                return None
             return cls(
                 address=str(data["address"]),
                 port=int(data["port"]),
@@ -424,8 +422,6 @@ class _Ports:
         """Parse the file; an unreadable one counts as missing (a new port is picked)."""
         try:
             data = _read_versioned(path)
-            if data is None:
-                return None
             port = int(data["port"])
             ui_port = None if data.get("ui_port") is None else int(data["ui_port"])
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -439,15 +435,17 @@ class _Ports:
 
 
 def _read_versioned(path: Path) -> Any:
-    """The JSON in `path`, or None when it is of another `_RECORD_VERSION`.
+    """The JSON object in `path`, written with this `_RECORD_VERSION`.
 
     Raises:
         OSError: `path` cannot be read.
-        ValueError: it holds no JSON.
+        ValueError: it holds no JSON, or JSON of another version.
         AttributeError: it holds JSON, but not an object.
     """
     data = json.loads(path.read_text())
-    return data if data.get("version") == _RECORD_VERSION else None
+    if data.get("version") != _RECORD_VERSION:
+        raise ValueError(f"{path} is of version {data.get('version')!r}")
+    return data
 
 
 def _write_atomically(path: Path, text: str) -> None:

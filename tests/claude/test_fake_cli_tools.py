@@ -1,0 +1,199 @@
+"""Tool calls through the fake CLI on the dev server: retries, Bash, application hooks.
+
+What runs is what was approved: these tests count the tools' runs in the ledger
+and Bash's runs in the session's `bash.log`, and check each ran with the input
+the session recorded, also when an application hook rewrote it or the CLI
+resumed the call without hooks.
+"""
+
+from __future__ import annotations
+
+from support.fake_suite_agent import DENY_MARKER
+from support.fake_suite_rig import SuiteEnv, in_process
+
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
+
+
+async def test_an_idempotent_write_retries_under_one_key(suite: SuiteEnv) -> None:
+    async with in_process(suite) as rig:
+        sid = "email-retries"
+        await rig.sessions.start(
+            sid,
+            initial_message='dex-script: call send_email {"to": "a@example.com", '
+            '"fail_attempts": 2}',
+        )
+        snap = await rig.sessions.wait_for_idle(sid)
+        (record,) = snap.turns[0].tool_calls
+        assert (record.status, record.output) == ("finished", "sent to a@example.com")
+        assert snap.turns[0].final_text == "done: sent to a@example.com"
+        key = f"{sid}/turn-1/{record.tool_call_id}"
+        attempts = rig.ledger.entries("send_email_attempt")
+        assert [(e["attempt"], e["key"]) for e in attempts] == [
+            (1, key),
+            (2, key),
+            (3, key),
+        ]
+        assert rig.ledger.count("send_email") == 1
+
+
+async def test_an_idempotent_write_whose_attempts_run_out_is_outcome_unknown(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(suite) as rig:
+        sid = "email-gives-up"
+        await rig.sessions.start(
+            sid,
+            initial_message='dex-script: call send_email {"to": "a@example.com", '
+            '"fail_attempts": 9}',
+        )
+        snap = await rig.sessions.wait_for_idle(sid)
+        (record,) = snap.turns[0].tool_calls
+        assert record.status == "outcome_unknown"
+        assert "The outcome of send_email is unknown" in snap.turns[0].final_text
+        assert rig.ledger.count("send_email_attempt") == 3
+        assert rig.ledger.count("send_email") == 0
+
+
+async def test_approved_bash_runs_once_in_the_resumed_segment(suite: SuiteEnv) -> None:
+    async with in_process(suite) as rig:
+        sid = "bash-approved"
+        await rig.sessions.start(
+            sid,
+            initial_message='dex-script: call Bash {"command": '
+            '"echo approved >> bash.log; echo ran"}',
+        )
+        interrupt = await rig.interrupt(sid)
+        assert (interrupt.tool_name, interrupt.effect) == ("Bash", "unclassified")
+        assert rig.bash_log(sid) == []
+        snap = await rig.resolve(sid)
+        (record,) = snap.turns[0].tool_calls
+        assert (record.status, record.output) == ("finished", APPROVED_CLI_TOOL_OUTPUT)
+        assert snap.turns[0].final_text == "done: ran"
+        assert rig.bash_log(sid) == ["approved"]
+
+
+async def test_rejected_bash_never_runs_and_the_model_reads_the_rejection(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(suite) as rig:
+        sid = "bash-rejected"
+        await rig.sessions.start(
+            sid,
+            initial_message='dex-script: call Bash {"command": "echo no >> bash.log"}',
+        )
+        snap = await rig.resolve(sid, approved=False, message="no shell today")
+        assert [r.status for r in snap.turns[0].tool_calls] == ["rejected"]
+        # can_use_tool's denial reaches the model without a hook-error prefix.
+        assert snap.turns[0].final_text == (
+            "done: The user rejected this call: no shell today"
+        )
+        assert rig.bash_log(sid) == []
+
+
+async def test_an_input_rewriting_application_hook_decides_what_is_approved_and_run(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(suite, hooks=("rewrite_refund",)) as rig:
+        sid = "rewrite-refund"
+        await rig.sessions.start(
+            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
+        )
+        interrupt = await rig.interrupt(sid)
+        assert interrupt.arguments == {"orderId": "7-checked"}
+        snap = await rig.resolve(sid)
+        assert snap.turns[0].final_text == "done: refunded order 7-checked"
+        assert [e["order_id"] for e in rig.ledger.entries("create_refund")] == [
+            "7-checked"
+        ]
+        # The resumed call did not pass through the application's hook again.
+        assert len(rig.app_hook_calls(interrupt.tool_call_id)) == 1
+
+
+async def test_a_rewritten_input_that_fails_the_schema_never_reaches_the_tool(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(suite, hooks=("break_refund_schema",)) as rig:
+        sid = "rewrite-breaks-schema"
+        await rig.sessions.start(
+            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
+        )
+        interrupt = await rig.interrupt(sid)
+        assert interrupt.arguments == {"orderId": 7}
+        snap = await rig.resolve(sid)
+        (record,) = snap.turns[0].tool_calls
+        message = "Input validation error: 7 is not of type 'string'"
+        assert (record.status, record.output) == ("failed", message)
+        assert snap.turns[0].final_text == f"done: {message}"
+        assert rig.ledger.count("create_refund_started") == 0
+
+
+async def test_a_resumed_call_is_answered_through_can_use_tool_when_hooks_are_skipped(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(
+        suite, resume_without_hooks=True, hooks=("rewrite_bash",)
+    ) as rig:
+        sid = "resume-without-hooks"
+        await rig.sessions.start(
+            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
+        )
+        snap = await rig.resolve(sid)
+        assert snap.turns[0].final_text == "done: refunded order 7"
+        assert rig.ledger.count("create_refund") == 1
+        # A CLI tool resumes with its approved input, not the input the CLI
+        # asks about (the model's, from before the application's rewrite).
+        await rig.sessions.send_user_message(
+            sid, 'dex-script: call Bash {"command": "echo original >> bash.log"}'
+        )
+        interrupt = await rig.interrupt(sid)
+        assert interrupt.arguments == {"command": "echo rewritten-1 >> bash.log"}
+        snap = await rig.resolve(sid)
+        assert snap.turns[1].status == "completed"
+        assert rig.bash_log(sid) == ["rewritten-1"]
+        assert len(rig.app_hook_calls(interrupt.tool_call_id)) == 1
+
+
+async def test_an_application_hook_that_denies_a_resumed_call_cannot_hide_its_record(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(suite, hooks=("deny_marked_refunds",)) as rig:
+        sid = "app-hook-denies-resumed"
+        await rig.sessions.start(
+            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
+        )
+        interrupt = await rig.interrupt(sid)
+        # From now on the application denies refunds; this one is approved.
+        (rig.cwd(sid) / DENY_MARKER).touch()
+        snap = await rig.resolve(sid)
+        assert snap.turns[0].final_text == "done: refunded order 7"
+        assert rig.ledger.count("create_refund") == 1
+        assert len(rig.app_hook_calls(interrupt.tool_call_id)) == 1
+        # A new refund is the application's to deny.
+        await rig.sessions.send_user_message(
+            sid, 'dex-script: call create_refund {"orderId": "8"}'
+        )
+        snap = await rig.sessions.wait_for_idle(sid)
+        assert snap.pending_interrupts == []
+        assert snap.turns[1].final_text == (
+            "done: PreToolUse:mcp__tools__create_refund hook error: refunds are frozen"
+        )
+        assert rig.ledger.count("create_refund_started") == 1
+
+
+async def test_bash_an_application_hook_rewrote_resumes_with_the_approved_input(
+    suite: SuiteEnv,
+) -> None:
+    async with in_process(suite, hooks=("rewrite_bash",)) as rig:
+        sid = "rewritten-bash"
+        await rig.sessions.start(
+            sid,
+            initial_message='dex-script: call Bash {"command": "echo original >> '
+            'bash.log"}',
+        )
+        interrupt = await rig.interrupt(sid)
+        assert interrupt.arguments == {"command": "echo rewritten-1 >> bash.log"}
+        snap = await rig.resolve(sid)
+        assert snap.turns[0].status == "completed"
+        # The hook numbers its rewrites: a second pass would have said 2.
+        assert rig.bash_log(sid) == ["rewritten-1"]
+        assert len(rig.app_hook_calls(interrupt.tool_call_id)) == 1

@@ -1,0 +1,125 @@
+"""With no worker running: typed outcomes with a timeout, a resolution that still applies once.
+
+Temporal hands an Update to a worker only, and keeps it in the server's memory
+until one takes it. `resolve_interrupt(timeout=...)` then records the resolution
+in the session's history (a Signal) and raises `NoWorkerError(recorded=True)`;
+`wait_for_idle(timeout=...)` raises `NoWorkerError(recorded=False)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import uuid
+from pathlib import Path
+
+import pytest
+from support.session_harness import make_config
+from temporalio.client import Client
+
+from dex_agents import IdleTimeoutError, NoWorkerError
+from dex_agents.session._state import SessionInput
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import ledger_flow
+
+
+async def test_a_resolution_with_no_worker_is_recorded_and_applies_once(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    config = make_config(tmp_path, flow_type)
+    flow = ledger_flow(config)
+    ledger = Ledger(config.ledger_path)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = f"no-worker-{uuid.uuid4().hex[:8]}"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message='call create_refund {"orderId": "5"}')
+        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+    iid = interrupt.interrupt_id
+
+    # Without `timeout=`, the Update waits for a worker; the caller's own deadline
+    # cancels it as any await (temporalio alone raises its own error instead).
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(1):
+            await sessions.resolve_interrupt(sid, iid, approved=True)
+    # The worker is gone: each resolution waits its timeout, then is recorded.
+    with pytest.raises(NoWorkerError) as caught:
+        await sessions.resolve_interrupt(sid, iid, approved=True, timeout=1)
+    err = caught.value
+    assert err.recorded and err.session_id == sid and err.timeout == 1
+    assert f"the approval of interrupt {iid!r} of session {sid!r}" in str(err)
+    assert "recorded in the session's history" in str(err)
+    assert pickle.loads(pickle.dumps(err)).recorded
+    # A repeat is recorded already; an answer of the other way would not apply
+    # (the first recorded one does), so it is not recorded.
+    with pytest.raises(NoWorkerError) as repeated:
+        await sessions.resolve_interrupt(sid, iid, approved=True, timeout=0)
+    assert repeated.value.recorded and repeated.value.superseded is None
+    with pytest.raises(NoWorkerError) as rejected:
+        await sessions.resolve_interrupt(
+            sid, iid, approved=False, rejection_message="no", timeout=0.5
+        )
+    assert not rejected.value.recorded
+    assert rejected.value.superseded == "an approval"
+    assert "the rejection of interrupt" in str(rejected.value)
+    assert "an approval of it is already recorded and applies first" in str(
+        rejected.value
+    )
+    assert pickle.loads(pickle.dumps(rejected.value)).superseded == "an approval"
+    history = [e async for e in client.get_workflow_handle(sid).fetch_history_events()]
+    signals = [
+        e for e in history if e.HasField("workflow_execution_signaled_event_attributes")
+    ]
+    assert len(signals) == 1, "one recorded resolution, however often it was sent"
+    assert ledger.count("create_refund_started") == 0
+
+    async with create_worker(client, [flow], store=store):
+        snap = await sessions.wait_for_idle(sid, timeout=30)
+        assert snap.status == "idle"
+        assert snap.turns[-1].final_text == "done: create_refund=refunded order 5"
+        # The Update, once a worker takes it, finds the call resolved.
+        assert not await sessions.resolve_interrupt(sid, iid, approved=True, timeout=10)
+    assert [e["order_id"] for e in ledger.entries("create_refund")] == ["5"]
+    assert ledger.count("create_refund_started") == 1
+    await store.close()
+
+
+async def test_waiting_with_no_worker_raises_or_stays_cancellable(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    config = make_config(tmp_path, flow_type)
+    flow = ledger_flow(config)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    # A session that no worker has taken yet: neither a Query nor the store answers.
+    sid = f"no-worker-wait-{uuid.uuid4().hex[:8]}"
+    await client.start_workflow(
+        flow.flow_type, SessionInput(), id=sid, task_queue=flow.task_queue
+    )
+
+    with pytest.raises(NoWorkerError) as caught:
+        await sessions.wait_for_idle(sid, timeout=1.5)
+    assert not caught.value.recorded
+    assert "nothing was recorded" in str(caught.value)
+    # Without `timeout=`, it waits; a caller's own deadline, past the Query's 5 s,
+    # cancels the Update: a plain TimeoutError, not temporalio's
+    # `WorkflowUpdateRPCTimeoutOrCancelledError`.
+    with pytest.raises(TimeoutError) as cancelled:
+        async with asyncio.timeout(7):
+            await sessions.wait_for_idle(sid)
+    assert not isinstance(cancelled.value, IdleTimeoutError)
+
+    # A worker takes it: a turn that outlives the timeout is IdleTimeoutError.
+    async with create_worker(client, [flow], store=store):
+        assert (await sessions.wait_for_idle(sid, timeout=30)).status == "idle"
+        await sessions.send_user_message(sid, "say hi ;; pause slow-turn")
+        with pytest.raises(IdleTimeoutError) as slow:
+            await sessions.wait_for_idle(sid, timeout=1)
+        assert isinstance(slow.value, TimeoutError)
+        assert pickle.loads(pickle.dumps(slow.value)).timeout == 1
+        (tmp_path / "gates" / "slow-turn").write_text("")
+        snap = await sessions.wait_for_idle(sid, timeout=30)
+        assert snap.turns[-1].final_text == "said: hi"
+    await store.close()

@@ -1,0 +1,136 @@
+"""`SessionPlugin` on a user's own Client and Worker: sandboxed, several flows, once."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from support.session_harness import make_config
+from temporalio import activity, workflow
+from temporalio.client import Client
+from temporalio.common import RawValue
+from temporalio.worker import Worker
+
+from dex_agents import UserError
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient, SessionPlugin, create_agent_session_flow
+from dex_agents.temporal._plugin import session_plugin
+from dex_agents.testing import Ledger, ScriptedRunner
+from dex_agents.testing._ledger_flow import ledger_flow
+
+
+@activity.defn(name="plugin_test_shout")
+async def shout(text: str) -> str:
+    return text.upper()
+
+
+@workflow.defn(name="PluginTestUserWorkflow")
+class UserWorkflow:
+    """A user's own workflow on the same worker: the plugin must leave it alone."""
+
+    @workflow.run
+    async def run(self, text: str) -> str:
+        return await workflow.execute_activity(
+            shout, text, start_to_close_timeout=timedelta(seconds=10)
+        )
+
+
+async def _own_client(client: Client, plugin: SessionPlugin) -> Client:
+    """A client of the user's own, connected with the plugin (and no converter)."""
+    config = client.service_client.config
+    return await Client.connect(
+        config.target_host, namespace=client.namespace, plugins=[plugin]
+    )
+
+
+async def test_an_own_client_and_worker_serve_two_flows_sandboxed_beside_own_workflows(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    config = make_config(tmp_path, flow_type)
+    support = ledger_flow(config)
+    other = create_agent_session_flow(
+        ScriptedRunner(), f"{flow_type}.other", task_queue=support.task_queue
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    plugin = SessionPlugin([support, other], store=store)
+    own = await _own_client(client, plugin)
+    assert session_plugin(own) is plugin
+    user_id = f"plugin-user-{uuid.uuid4().hex[:6]}"
+    async with Worker(
+        own,
+        task_queue=support.task_queue,
+        workflows=[UserWorkflow],
+        activities=[shout],
+        plugins=[plugin],  # also on the client: applied once
+    ):
+        sessions = SessionClient(own, support, store)
+        await sessions.start(
+            "plugin-support", initial_message='call create_refund {"orderId": "3"}'
+        )
+        waiting = await sessions.wait_for_idle("plugin-support")
+        (interrupt,) = waiting.pending_interrupts
+        await sessions.resolve_interrupt(
+            "plugin-support", interrupt.interrupt_id, approved=True
+        )
+        done = await sessions.wait_for_idle("plugin-support")
+        others = SessionClient(own, other, store)
+        await others.start("plugin-other", initial_message="say from the other flow")
+        answered = await others.wait_for_idle("plugin-other")
+        info = await own.get_workflow_handle("plugin-support").query(
+            "engine_info", result_type=RawValue
+        )
+        shouted = await own.execute_workflow(
+            UserWorkflow.run, "hi", id=user_id, task_queue=support.task_queue
+        )
+    await store.close()
+    assert done.turns[-1].final_text == "done: create_refund=refunded order 3"
+    assert Ledger(config.ledger_path).count("create_refund") == 1
+    assert answered.turns[-1].final_text == "said: from the other flow"
+    assert shouted == "HI"
+    # The session's workflow code ran in Temporal's sandbox.
+    assert b'"sandboxed":true' in info.payload.data
+
+
+async def test_a_long_message_through_an_own_client_uses_the_plugin_s_store(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """A `SessionClient` without a store finds the store on the client's plugin."""
+    flow = ledger_flow(make_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    plugin = SessionPlugin([flow], store=store)
+    own = await _own_client(client, plugin)
+    sessions = SessionClient(own, flow)
+    text = "digest " + "x" * 100_000
+    async with Worker(own, task_queue=flow.task_queue):
+        await sessions.start("plugin-long")
+        assert await sessions.send_user_message("plugin-long", text)
+        snap = await sessions.wait_for_idle("plugin-long")
+    await store.close()
+    assert snap.turns[-1].final_text.startswith(f"digest: {len(text)} chars")
+
+
+async def test_a_worker_plugin_without_the_session_converter_says_how_to_fix_it(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    flow = ledger_flow(make_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    config = client.service_client.config
+    plain = await Client.connect(config.target_host, namespace=client.namespace)
+    with pytest.raises(UserError) as refused:
+        Worker(
+            plain,
+            task_queue=flow.task_queue,
+            plugins=[SessionPlugin([flow], store=store)],
+        )
+    await store.close()
+    assert "Client.connect(plugins=[...])" in str(refused.value)
+
+
+def test_a_plugin_with_flows_needs_a_store(tmp_path: Path, flow_type: str) -> None:
+    flow = ledger_flow(make_config(tmp_path, flow_type))
+    with pytest.raises(UserError, match="needs `store=`"):
+        SessionPlugin([flow])
+    with pytest.raises(UserError, match="served once"):
+        SessionPlugin([flow, flow], store=SQLiteRuntimeStore(tmp_path / "s.sqlite"))

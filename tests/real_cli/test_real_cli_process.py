@@ -1,0 +1,153 @@
+"""What happens to the real CLI when a segment fails, is cancelled, or loses its worker."""
+
+from support import TESTS_DIR
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from support.claude_harness import Hermetic, Ledger, SessionDriver, runner_for
+
+from dex_agents._errors import SessionError
+from dex_agents.claude import _process
+
+LAUNCHERS = ["util-linux", "python"]
+"""How the CLI is started: `sh` + `setsid` + `setpriv`, or the Python launcher (fallback)."""
+
+
+@pytest.fixture(params=LAUNCHERS)
+def launcher(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[str]:
+    if request.param == "python":
+        monkeypatch.setattr(_process, "_util_linux_tools", lambda: None)
+    elif _process._util_linux_tools() is None:  # pyright: ignore[reportPrivateUsage]
+        pytest.skip("util-linux setsid/setpriv --pdeathsig are not installed")
+    scripts: list[str] = []
+    write = _process._launch_script  # pyright: ignore[reportPrivateUsage]
+
+    def spy(real_cli: str, pid_file: Path) -> str:
+        scripts.append(write(real_cli, pid_file))
+        return scripts[-1]
+
+    monkeypatch.setattr(_process, "_launch_script", spy)
+    yield str(request.param)
+    # In-process segments ran the launcher this parameter names.
+    word = "setpriv" if request.param == "util-linux" else "_launcher.py"
+    assert all(word in script for script in scripts), scripts
+
+
+def processes_in(cwd: Path) -> list[int]:
+    """PIDs of processes whose working directory is `cwd`."""
+    found: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if (entry / "cwd").readlink() == cwd:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+async def wait_until_gone(cwd: Path, timeout: float = 10) -> list[int]:
+    deadline = time.monotonic() + timeout
+    while (left := processes_in(cwd)) and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return left
+
+
+pytestmark = pytest.mark.skipif(
+    not Path("/proc/self/cwd").exists(), reason="needs Linux /proc"
+)
+
+
+async def test_an_error_result_fails_the_attempt(hermetic: Hermetic) -> None:
+    driver = SessionDriver(runner_for(hermetic, Ledger(), max_turns=1))
+    with pytest.raises(SessionError, match="error_max_turns") as raised:
+        await driver.turn('dex-script: call lookup_order {"orderId": "7"}')
+    assert raised.value.retryable
+
+
+async def test_a_cancelled_attempt_kills_the_cli(
+    hermetic: Hermetic, launcher: str
+) -> None:
+    cwd = hermetic.base / "cwd"
+    driver = SessionDriver(runner_for(hermetic, Ledger()))
+    task = asyncio.create_task(driver.turn("dex-script: say hi ;; pause g1"))
+    try:
+        await hermetic.api.wait_paused("g1")
+        assert processes_in(cwd), "the CLI should be running in the segment's cwd"
+        _assert_launched_by(cwd, launcher)
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 3
+        assert await wait_until_gone(cwd) == []
+    finally:
+        hermetic.api.open_gate("g1")
+
+
+WORKER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from claude_agent_sdk import ClaudeAgentOptions
+    from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner, _process
+    if sys.argv[4] == "python":
+        _process._util_linux_tools = lambda: None
+    sys.path.insert(0, sys.argv[1])
+    from support.claude_harness import Hermetic, Ledger, SessionDriver, runner_for
+
+    env = json.loads(sys.argv[2])
+    options = ClaudeAgentOptions(tools=[], setting_sources=[], cwd=sys.argv[3], env=env)
+    runner = ClaudeAgentRunner(ClaudeAgentDefinition(options=options))
+    asyncio.run(SessionDriver(runner).turn("dex-script: say hi ;; pause g2"))
+    """
+)
+
+
+async def test_the_cli_dies_with_a_sigkilled_worker(
+    hermetic: Hermetic, launcher: str
+) -> None:
+    import json
+
+    cwd = hermetic.base / "cwd"
+    cwd.mkdir(exist_ok=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            WORKER,
+            str(TESTS_DIR),
+            json.dumps(hermetic.env),
+            str(cwd),
+            launcher,
+        ],
+        env={**os.environ, **hermetic.env},
+    )
+    try:
+        await hermetic.api.wait_paused("g2", timeout=60)
+        assert processes_in(cwd)
+        _assert_launched_by(cwd, launcher)
+        worker.send_signal(signal.SIGKILL)
+        worker.wait(timeout=10)
+        assert await wait_until_gone(cwd) == []
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+        hermetic.api.open_gate("g2")
+
+
+def _assert_launched_by(cwd: Path, launcher: str) -> None:
+    """The CLI leads its own process group (both launchers call setsid)."""
+    del launcher
+    (pid,) = processes_in(cwd)
+    assert os.getpgid(pid) == pid

@@ -1,0 +1,80 @@
+"""Continue-as-new loses nothing: not a pending approval, not an Update in flight."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from support.session_harness import make_config
+from temporalio.client import Client
+
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import ledger_flow
+
+
+async def _runs(client: Client, session_id: str) -> int:
+    return len([w async for w in client.list_workflows(f"WorkflowId = '{session_id}'")])
+
+
+async def test_pending_approval_survives_continue_as_new(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    config = make_config(tmp_path, flow_type, continue_as_new_after_events=12)
+    flow = ledger_flow(config)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = "can-approval"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="say warm up")
+        await sessions.wait_for_idle(sid)
+        await sessions.send_user_message(sid, 'call create_refund {"orderId": "4"}')
+        snap = await sessions.wait_for_idle(sid)
+        (interrupt,) = snap.pending_interrupts
+        # Run 1 held the warm-up turn; run 2 asked for approval and, its history past
+        # the limit, continued as new while waiting; run 3 waits on.
+        async with asyncio.timeout(30):
+            while await _runs(client, sid) < 3:
+                await asyncio.sleep(0.05)
+        current = await client.get_workflow_handle(sid).describe()
+        assert current.raw_description.workflow_execution_info.history_length < 12
+        after = await sessions.snapshot(sid)
+        assert [i.interrupt_id for i in after.pending_interrupts] == [
+            interrupt.interrupt_id
+        ]
+        assert after.status == "waiting_for_approval"
+        assert await sessions.resolve_interrupt(
+            sid, interrupt.interrupt_id, approved=True
+        )
+        snap = await sessions.wait_for_idle(sid)
+    await store.close()
+    assert snap.turns[1].final_text == "done: create_refund=refunded order 4"
+    assert Ledger(config.ledger_path).count("create_refund") == 1
+    assert [t.final_text for t in snap.turns][0] == "said: warm up"
+
+
+async def test_concurrent_updates_across_continue_as_new_are_delivered_once(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    config = make_config(tmp_path, flow_type, continue_as_new_after_events=40)
+    flow = ledger_flow(config)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = "can-updates"
+    texts = [f"say message {n:02d}" for n in range(30)]
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid)
+        results = await asyncio.gather(
+            *(sessions.send_user_message(sid, t) for t in texts)
+        )
+        assert all(results)
+        async with asyncio.timeout(60):
+            while True:
+                snap = await sessions.wait_for_idle(sid)
+                sent = [p for t in snap.turns for p in t.prompts]
+                if len(sent) >= len(texts) and snap.status == "idle":
+                    break
+    await store.close()
+    assert sorted(sent) == sorted(texts)
+    assert await _runs(client, sid) >= 2

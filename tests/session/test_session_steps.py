@@ -1,0 +1,241 @@
+"""Steps and their failure rules: retries, outcome_unknown, failure notes, deadlines, events."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+from pathlib import Path
+
+from support.session_harness import Harness, make_config
+from temporalio.client import Client
+
+from dex_agents.session import AgentSessionOptions
+from dex_agents.session._events import EventRecord
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.testing._ledger_flow import ledger_flow
+
+
+async def test_idempotent_write_retries_with_the_same_key(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "fail_attempts": 1}'
+    )
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == "done: send_email=sent to a@b.c"
+    assert snap.turns[0].tool_calls[0].attempts == 2
+    attempts = harness.ledger.entries("send_email_attempt")
+    assert [a["attempt"] for a in attempts] == [1, 2]
+    assert [a["key"] for a in attempts] == [f"{sid}/turn-1/call_turn-1_0"] * 2
+    assert harness.ledger.count("send_email") == 1
+
+
+async def test_idempotent_write_out_of_attempts_is_outcome_unknown(
+    harness: Harness,
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "fail_attempts": 9}'
+    )
+    snap = await harness.sessions.wait_for_idle(sid)
+    (record,) = snap.turns[0].tool_calls
+    assert (record.status, record.attempts) == ("outcome_unknown", 3)
+    assert [a["attempt"] for a in harness.ledger.entries("send_email_attempt")] == [
+        1,
+        2,
+        3,
+    ]
+    assert harness.ledger.count("send_email") == 0
+
+
+async def test_each_attempt_reads_the_checkpoint_the_previous_attempt_left(
+    harness: Harness,
+) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call send_email {"to": "a@b.c", "fail_attempts": 2}'
+    )
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].tool_calls[0].status == "finished"
+    checkpoints = [
+        a["checkpoint"] for a in harness.ledger.entries("send_email_attempt")
+    ]
+    assert checkpoints == [None, {"reached_attempt": 1}, {"reached_attempt": 2}]
+
+
+async def test_tool_execution_error_records_failed(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call create_refund {"orderId": "5", "invalid": true}'
+    )
+    (interrupt,) = (await harness.sessions.wait_for_idle(sid)).pending_interrupts
+    await harness.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    snap = await harness.sessions.wait_for_idle(sid)
+    (record,) = snap.turns[0].tool_calls
+    assert (record.status, record.output) == ("failed", "order 5 cannot be refunded")
+    assert record.attempts == 1
+    assert harness.ledger.count("create_refund_started") == 1
+
+
+async def test_failed_turn_leaves_a_note_the_next_turn_sees(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(
+        sid, initial_message='call create_refund {"orderId": "3"} ;; fail_after_tools'
+    )
+    (interrupt,) = (await harness.sessions.wait_for_idle(sid)).pending_interrupts
+    await harness.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].status == "failed"
+    assert "scripted failure after tools" in (snap.turns[0].error or "")
+    assert harness.ledger.count("create_refund") == 1
+    await harness.sessions.send_user_message(sid, "say still here")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.status == "idle"
+    assert snap.turns[1].final_text == "said: still here (after 1 failure note(s))"
+    notes = [m for m in snap.messages if m.role == "note"]
+    assert len(notes) == 1
+    assert "create_refund call_turn-1_0: finished" in notes[0].text
+    # The failed prompt reaches the transcript with the note, before the new prompt.
+    assert [m.text for m in snap.messages if m.role == "user"] == [
+        'call create_refund {"orderId": "3"} ;; fail_after_tools',
+        "say still here",
+    ]
+
+
+async def test_run_model_retry_then_success(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="fail_once")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].status == "completed"
+    assert snap.transcript_head == "turn-1/run_model/1/attempt-2"
+
+
+async def test_events_can_be_followed_while_the_turn_runs(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="stream 6 ;; pause midway")
+    seen: list[EventRecord] = []
+
+    async def follow() -> None:
+        async for event in harness.sessions.follow(sid):
+            seen.append(event)
+            if event.type == "turn_completed":
+                return
+
+    follower = asyncio.create_task(follow())
+    async with asyncio.timeout(30):
+        while not any(e.type == "text_delta" for e in seen):
+            await asyncio.sleep(0.01)
+    # The turn is still running (held at the gate) while its deltas are visible.
+    assert (await harness.sessions.snapshot(sid)).status == "running"
+    assert not any(e.type == "turn_completed" for e in seen)
+    harness.open_gate("midway")
+    await asyncio.wait_for(follower, 30)
+    deltas = [e for e in seen if e.type == "text_delta"]
+    assert [d.data["text"] for d in deltas][:6] == [f"t{i} " for i in range(6)]
+    assert {(d.turn_id, d.step_execution_id, d.attempt) for d in deltas} == {
+        ("turn-1", "turn-1/run_model/1", 1)
+    }
+    assert [d.seq for d in deltas] == sorted(d.seq for d in deltas)
+    assert seen[0].type == "turn_started"
+
+
+async def test_spend_limit_pauses_before_the_next_segment(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    from dataclasses import replace
+
+    from dex_agents.temporal import create_agent_session_flow
+
+    base = ledger_flow(make_config(tmp_path, flow_type))
+    flow = create_agent_session_flow(
+        base.runner, flow_type, replace(base.options, spend_limit=0.0015)
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("spend", initial_message="say one")
+        await sessions.wait_for_idle("spend")
+        await sessions.send_user_message("spend", "say two")  # 0.001 spent: still under
+        await sessions.wait_for_idle("spend")
+        await sessions.send_user_message("spend", "say three")  # 0.002 spent: over
+        snap = await sessions.wait_for_idle("spend")
+        assert snap.status == "budget_reached"
+        (budget,) = snap.pending_interrupts
+        await sessions.resolve_interrupt("spend", budget.interrupt_id, approved=False)
+        snap = await sessions.wait_for_idle("spend")
+    await store.close()
+    assert [t.status for t in snap.turns] == ["completed", "completed", "failed"]
+    assert "spend limit reached" in (snap.turns[2].error or "")
+    assert snap.usage.model_calls == 2  # the third segment never started
+
+
+async def test_run_model_limit_bounds_a_segment(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    from dataclasses import replace
+    from datetime import timedelta
+
+    from dex_agents.temporal import create_agent_session_flow
+
+    base = ledger_flow(make_config(tmp_path, flow_type))
+    flow = create_agent_session_flow(
+        base.runner,
+        flow_type,
+        replace(
+            base.options, run_model_limit=timedelta(seconds=1), run_model_attempts=1
+        ),
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("limit", initial_message="say never ;; pause never-opened")
+        snap = await sessions.wait_for_idle("limit")
+    await store.close()
+    assert snap.turns[0].status == "failed"
+    assert "run_model_limit" in (snap.turns[0].error or "")
+
+
+async def test_failed_turn_writes_a_turn_failed_event(harness: Harness) -> None:
+    sid = harness.session_id()
+    await harness.sessions.start(sid, initial_message="fail")
+    snap = await harness.sessions.wait_for_idle(sid)
+    assert snap.turns[0].status == "failed"
+    events = await harness.sessions.events(sid)
+    failed = [e for e in events if e.type == "turn_failed"]
+    assert [e.data["turn_id"] for e in failed] == ["turn-1"]
+    assert "scripted failure" in str(failed[0].data["error"])
+
+
+async def test_a_bug_in_a_runner_s_message_builder_fails_the_turn_not_the_session(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """The runner's message builder runs in RunModel (not in workflow code), so a bug
+    there fails that turn's attempts like any runner error, and the session lives on."""
+    from temporalio.client import WorkflowExecutionStatus
+
+    from dex_agents.session import JsonObject
+    from dex_agents.temporal import create_agent_session_flow
+    from dex_agents.testing import ScriptedRunner
+
+    class BuggyRunner(ScriptedRunner):
+        def build_user_message(self, text: str) -> JsonObject:
+            if text == "boom":
+                raise KeyError("missing")
+            return super().build_user_message(text)
+
+    flow = create_agent_session_flow(
+        BuggyRunner(),
+        flow_type,
+        AgentSessionOptions(retry_interval=timedelta(milliseconds=50)),
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("buggy")
+        assert await sessions.send_user_message("buggy", "boom")
+        snap = await asyncio.wait_for(sessions.wait_for_idle("buggy"), 30)
+        assert [t.status for t in snap.turns] == ["failed"]
+        assert "KeyError" in (snap.turns[0].error or "")
+        status = (await client.get_workflow_handle("buggy").describe()).status
+        assert status == WorkflowExecutionStatus.RUNNING
+    await store.close()

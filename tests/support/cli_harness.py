@@ -1,0 +1,186 @@
+"""Helpers of CLI tests: run commands in-process or in a pseudo-terminal.
+
+Read commands run in-process through click's `CliRunner`, in a thread: each
+command runs its own event loop, while the test's loop keeps serving the flow's
+worker. `dev`, `worker` and `chat` run as real processes in a pseudo-terminal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pexpect
+from click.testing import CliRunner, Result
+
+from dex_agents.cli._app import main
+from dex_agents.stores import SQLiteRuntimeStore
+from dex_agents.temporal import SessionClient
+from dex_agents.testing import Ledger
+from dex_agents.testing._ledger_flow import LedgerFlowConfig
+
+HERE = Path(__file__).parent
+DEX_AGENTS = str(Path(sys.executable).parent / "dex-agents")
+
+
+async def invoke(*args: str) -> Result:
+    """Run `dex-agents ARGS` in-process, off the test's event loop."""
+    runner = CliRunner()
+    return await asyncio.to_thread(runner.invoke, main, list(args))
+
+
+def assert_one_line_error(result: Result, *fragments: str, exit_code: int = 1) -> None:
+    """The command failed with one `error:` line that says the fragments."""
+    assert result.exit_code == exit_code, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: "), lines
+    assert "Traceback" not in result.output
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+
+
+@dataclass
+class Served:
+    """A ledger flow served by an in-process worker, and the CLI options to reach it."""
+
+    flow_type: str
+    sessions: SessionClient
+    store: SQLiteRuntimeStore
+    ledger: Ledger
+    base: Path
+    target: list[str] = field(default_factory=lambda: [])
+    """`--state-dir` of the run's dev server and this test's `--store`."""
+
+    def session_id(self) -> str:
+        return f"session-{uuid.uuid4().hex[:8]}"
+
+    async def run(self, *args: str) -> Result:
+        """Run a command against this test's server and store."""
+        return await invoke(*args, *self.target)
+
+
+def flow_config(base: Path, flow_type: str) -> LedgerFlowConfig:
+    """The ledger flow that `tests/support/agents.py` builds from the same directory."""
+    (base / "gates").mkdir(parents=True, exist_ok=True)
+    return LedgerFlowConfig(
+        flow_type=flow_type,
+        ledger_path=str(base / "ledger.jsonl"),
+        gate_dir=str(base / "gates"),
+    )
+
+
+def agent_env(base: Path, flow_type: str) -> dict[str, str]:
+    """The environment of a `dex-agents` process serving `tests/support/agents.py`."""
+    flow_config(base, flow_type)
+    return {
+        **os.environ,
+        "PYTHONPATH": str(HERE),
+        "DEX_AGENTS_TEST_DIR": str(base),
+        "DEX_AGENTS_TEST_FLOW": flow_type,
+    }
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
+
+
+class Term:
+    """A `dex-agents` process in a pseudo-terminal, matched on its text without styles.
+
+    Rich colors words separately and redraws spinners, so patterns are searched
+    in the output with escape sequences and carriage returns removed.
+    """
+
+    def __init__(self, child: pexpect.spawn) -> None:
+        self.child = child
+        self._raw = ""
+        self._pos = 0
+
+    @property
+    def text(self) -> str:
+        """Everything printed so far, without escape sequences."""
+        return _ANSI.sub("", self._raw)
+
+    def expect(self, pattern: str, timeout: float = 30) -> re.Match[str]:
+        """Wait for `pattern` (a regex) after the previous match; return the match."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout
+        while True:
+            match = regex.search(self.text, self._pos)
+            if match:
+                self._pos = match.end()
+                return match
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"{pattern!r} not printed; after the last match:\n"
+                    f"{self.text[self._pos :][-3000:]}"
+                )
+            try:
+                self._raw += self.child.read_nonblocking(4096, timeout=0.1)
+            except pexpect.TIMEOUT:
+                continue
+            except pexpect.EOF:
+                deadline = 0
+
+    def expect_exact(self, text: str, timeout: float = 30) -> None:
+        """Wait for `text` literally."""
+        self.expect(re.escape(text), timeout)
+
+    def sendline(self, line: str) -> None:
+        self.child.sendline(line)
+
+    def sendcontrol(self, char: str) -> None:
+        self.child.sendcontrol(char)
+
+    def sendintr(self) -> None:
+        self.child.sendintr()
+
+    def wait_exit(self, timeout: float = 30) -> int:
+        """Read to the end and return the exit status (killing a hung process)."""
+        if self.child.closed:
+            assert self.child.exitstatus is not None
+            return self.child.exitstatus
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                try:
+                    self._raw += self.child.read_nonblocking(4096, timeout=0.1)
+                except pexpect.TIMEOUT:
+                    continue
+                except pexpect.EOF:
+                    break
+        finally:
+            if self.child.isalive():
+                self.child.kill(9)
+            self.child.close()
+        assert self.child.exitstatus is not None, (
+            f"killed by signal {self.child.signalstatus}; output:\n{self.text[-3000:]}"
+        )
+        return self.child.exitstatus
+
+    def stop(self) -> int:
+        """Ctrl-C the process and return its exit status."""
+        if not self.child.closed and self.child.isalive():
+            self.child.sendintr()
+        return self.wait_exit()
+
+
+def spawn(args: list[str], env: dict[str, str], cwd: Path) -> Term:
+    """`dex-agents ARGS` in a pseudo-terminal wide enough that nothing wraps."""
+    child = pexpect.spawn(
+        DEX_AGENTS,
+        args,
+        env=env,
+        cwd=str(cwd),
+        encoding="utf-8",
+        timeout=30,
+        dimensions=(50, 250),
+    )
+    child.logfile_read = (cwd / f"pty-{args[0]}-{uuid.uuid4().hex[:6]}.log").open("w")
+    return Term(child)
