@@ -1,4 +1,8 @@
-"""Shared fixtures: a hermetic environment and one embedded Temporal dev server per run."""
+"""Shared fixtures: a hermetic environment and one embedded Temporal dev server per run.
+
+Every other fixture lives in the harness, `tests/support/`, and is registered here
+once, so a test in any folder can use any of them.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,19 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from dex_agents.temporal import EmbeddedEngine
+
+pytest_plugins = [
+    # Listed before the modules that import it, so pytest can rewrite its asserts.
+    "support.session_harness",  # harness
+    "support.bundled_cli",  # cli_path, api, proxy, scrubbed_environ, real_cli_env
+    "support.claude_harness",  # hermetic
+    "support.claude_rig",  # claude_rig, example_worker
+    "support.cli_harness",  # no_dex_agents_settings, served, cli_worker
+    "support.fake_suite_rig",  # suite
+    "support.postgres_support",  # postgres_server
+    "support.web_rig",  # rig
+    "support.wheel_venv",  # wheel
+]
 
 _SCRUB_PREFIXES = ("ANTHROPIC_", "CLAUDE_")
 _SCRUB_NAMES = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "https_proxy", "http_proxy")

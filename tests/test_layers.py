@@ -63,8 +63,9 @@ def _imports(module: tuple[str, ...], source: str) -> Iterator[tuple[str, int]]:
             else:  # `from dex_agents import session` or `from .. import session`
                 for alias in node.names:
                     yield (
-                        alias.name if alias.name in _LAYER else "__init__"
-                    ), node.lineno
+                        (alias.name if alias.name in _LAYER else "__init__"),
+                        node.lineno,
+                    )
 
 
 def violations(sources: Mapping[tuple[str, ...], str]) -> list[str]:
@@ -75,13 +76,17 @@ def violations(sources: Mapping[tuple[str, ...], str]) -> list[str]:
             continue
         part = _part(module)
         if part not in _LAYER:
-            found.append(f"{'/'.join(module)}: {part!r} is in no layer; add it to LAYERS")
+            found.append(
+                f"{'/'.join(module)}: {part!r} is in no layer; add it to LAYERS"
+            )
             continue
         for imported, line in _imports(module, source):
             if imported == part:
                 continue
             if imported not in _LAYER:
-                found.append(f"{'/'.join(module)}:{line} imports {imported!r}, in no layer")
+                found.append(
+                    f"{'/'.join(module)}:{line} imports {imported!r}, in no layer"
+                )
             elif _LAYER[imported] >= _LAYER[part]:
                 found.append(
                     f"{'/'.join(module)}:{line}: {part!r} (layer {_LAYER[part]}) "

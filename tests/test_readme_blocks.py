@@ -30,18 +30,15 @@ import re
 import shlex
 import subprocess
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pexpect
 import pytest
-import pytest_asyncio
 
 from dex_agents.temporal import EmbeddedEngine
-from dex_agents.testing._hermetic import bundled_cli_path
 from dex_agents.testing._refusing_proxy import RefusingProxy
-from support.wheel_venv import ROOT, WheelVenv, wheel_venv
+from support.wheel_venv import ROOT, WheelVenv, scrubbed_env
 
 README = ROOT / "README.md"
 PROJECT_BIN = ROOT / ".venv" / "bin"
@@ -222,44 +219,9 @@ def plain(text: str) -> str:
     return _ANSI.sub("", text)
 
 
-def scrubbed_env(home: Path, proxy: RefusingProxy) -> dict[str, str]:
-    """A user's environment without keys, project settings or proxies."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "DEX_AGENTS_"))
-        and not k.upper().endswith("_PROXY")
-        and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-    }
-    home.mkdir(parents=True, exist_ok=True)
-    env |= {
-        "HOME": str(home),
-        "COLUMNS": "200",
-        "HTTPS_PROXY": proxy.url,
-        "HTTP_PROXY": proxy.url,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
-    return env
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
-    return wheel_venv(tmp_path_factory)
-
-
 @pytest.fixture(autouse=True)
-def real_cli() -> None:
-    if bundled_cli_path() is None:
-        if os.environ.get("DEX_AGENTS_REAL_CLI_REQUIRED") == "1":
-            pytest.fail("the bundled Claude Code CLI is missing")
-        pytest.skip("the bundled Claude Code CLI is missing")
-
-
-@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
-async def proxy() -> AsyncIterator[RefusingProxy]:
-    async with RefusingProxy() as proxy:
-        yield proxy
-        assert proxy.attempts == [], proxy.attempts
+def real_cli(cli_path: Path) -> None:
+    """Every block runs the bundled CLI: skipped (or failed in CI) without it."""
 
 
 def test_the_readme_says_how_each_block_runs() -> None:

@@ -61,8 +61,7 @@ def test_every_cited_module_exists() -> None:
     missing = sorted(
         m
         for m in modules
-        if not (ROOT / "src" / "dex_agents" / m).is_file()
-        and not (ROOT / m).is_file()
+        if not (ROOT / "src" / "dex_agents" / m).is_file() and not (ROOT / m).is_file()
     )
     assert missing == []
 

@@ -14,47 +14,19 @@ import os
 import re
 import subprocess
 import zipfile
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import pytest_asyncio
 
 from dex_agents.testing._hermetic import bundled_cli_path
 from dex_agents.testing._refusing_proxy import RefusingProxy
-from support.wheel_venv import ROOT, WheelVenv, wheel_venv
-
-
-@pytest.fixture(scope="session")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
-    return wheel_venv(tmp_path_factory)
-
-
-@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
-async def proxy() -> AsyncIterator[RefusingProxy]:
-    async with RefusingProxy() as proxy:
-        yield proxy
-        assert proxy.attempts == [], proxy.attempts
+from support.wheel_venv import ROOT, WheelVenv, scrubbed_env
 
 
 def user_env(wheel: WheelVenv, home: Path, proxy: RefusingProxy) -> dict[str, str]:
     """A user's shell with the wheel's venv on PATH: no key, no project settings."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "DEX_AGENTS_"))
-        and not k.upper().endswith("_PROXY")
-        and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
-    }
-    home.mkdir(parents=True, exist_ok=True)
-    env |= {
-        "PATH": f"{wheel.bin}{os.pathsep}{env.get('PATH', '')}",
-        "HOME": str(home),
-        "COLUMNS": "200",
-        "HTTPS_PROXY": proxy.url,
-        "HTTP_PROXY": proxy.url,
-        "NO_PROXY": "127.0.0.1,localhost",
-    }
+    env = scrubbed_env(home, proxy)
+    env["PATH"] = f"{wheel.bin}{os.pathsep}{env.get('PATH', '')}"
     return env
 
 

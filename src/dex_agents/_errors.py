@@ -28,9 +28,23 @@ DexAgentsError
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 
 class DexAgentsError(Exception):
     """Base for every error this library raises."""
+
+    _pickled: ClassVar[tuple[str, ...]] = ()
+    """The attributes that, in order, are the constructor's arguments again.
+
+    A pickled error (one crossing a process or a Temporal payload) is rebuilt
+    from them; with none, it pickles as any exception does.
+    """
+
+    def __reduce__(self) -> str | tuple[object, ...]:
+        if not self._pickled:
+            return super().__reduce__()
+        return (type(self), tuple(getattr(self, name) for name in self._pickled))
 
 
 class UserError(DexAgentsError):
@@ -48,13 +62,12 @@ class InvalidArgumentError(UserError, ValueError):
     `argument` is its name (`"approved"`, `"interrupt_id"`).
     """
 
+    _pickled = ("argument", "message")
+
     def __init__(self, argument: str, message: str) -> None:
         super().__init__(message)
         self.argument = argument
         self.message = message
-
-    def __reduce__(self) -> tuple[type[InvalidArgumentError], tuple[str, str]]:
-        return (InvalidArgumentError, (self.argument, self.message))
 
 
 class InvalidEditError(UserError, ValueError):
@@ -66,13 +79,12 @@ class InvalidEditError(UserError, ValueError):
     approve again with a fixed edit, without one, or reject.
     """
 
+    _pickled = ("field", "message")
+
     def __init__(self, field: str, message: str) -> None:
         super().__init__(message)
         self.field = field
         self.message = message
-
-    def __reduce__(self) -> tuple[type[InvalidEditError], tuple[str, str]]:
-        return (InvalidEditError, (self.field, self.message))
 
 
 class InvalidOptionError(UserError, TypeError):
@@ -86,24 +98,32 @@ class InvalidOptionError(UserError, TypeError):
     """
 
 
-class UnknownSessionError(UserError):
-    """No session has this ID on the engine (and namespace) the client talks to."""
+class _SessionRefused(UserError):
+    """A refusal about session `session_id`: `message`, else the class's `_default`."""
+
+    _pickled = ("session_id", "message")
+    _default: ClassVar[str]
+    """The message, with `{session_id}` for the ID's `repr`."""
 
     def __init__(self, session_id: str, message: str | None = None) -> None:
-        super().__init__(
-            message
-            or f"unknown session {session_id!r}; list sessions with "
-            "`dex-agents sessions`, or start it first (`SessionClient.start`)"
-        )
+        super().__init__(message or self._default.format(session_id=repr(session_id)))
         self.session_id = session_id
         self.message = str(self)
 
-    def __reduce__(self) -> tuple[type[UnknownSessionError], tuple[str, str]]:
-        return (UnknownSessionError, (self.session_id, self.message))
+
+class UnknownSessionError(_SessionRefused):
+    """No session has this ID on the engine (and namespace) the client talks to."""
+
+    _default = (
+        "unknown session {session_id}; list sessions with `dex-agents sessions`, "
+        "or start it first (`SessionClient.start`)"
+    )
 
 
 class UnknownInterruptError(UserError):
     """`resolve_interrupt` named an interrupt the session never created."""
+
+    _pickled = ("session_id", "interrupt_id")
 
     def __init__(self, session_id: str, interrupt_id: str) -> None:
         super().__init__(
@@ -113,41 +133,29 @@ class UnknownInterruptError(UserError):
         self.session_id = session_id
         self.interrupt_id = interrupt_id
 
-    def __reduce__(self) -> tuple[type[UnknownInterruptError], tuple[str, str]]:
-        return (UnknownInterruptError, (self.session_id, self.interrupt_id))
 
-
-class SessionEndedError(UserError):
+class SessionEndedError(_SessionRefused):
     """The session ended (`SessionClient.end`): it takes no more messages or approvals.
 
     Its history stays readable (`snapshot`, `history`, `events`); go on in a
     new session with another ID.
     """
 
-    def __init__(self, session_id: str, message: str | None = None) -> None:
-        super().__init__(
-            message
-            or f"session {session_id!r} has ended; it takes no more messages or "
-            "approvals. Its history stays readable; start a new session with "
-            "another ID to go on"
-        )
-        self.session_id = session_id
-        self.message = str(self)
-
-    def __reduce__(self) -> tuple[type[SessionEndedError], tuple[str, str]]:
-        return (SessionEndedError, (self.session_id, self.message))
+    _default = (
+        "session {session_id} has ended; it takes no more messages or approvals. "
+        "Its history stays readable; start a new session with another ID to go on"
+    )
 
 
 class SessionBusyError(UserError):
     """`end` refused a session with work in progress; wait for it, or end with `force`."""
 
+    _pickled = ("session_id", "message")
+
     def __init__(self, session_id: str, message: str) -> None:
         super().__init__(message)
         self.session_id = session_id
         self.message = message
-
-    def __reduce__(self) -> tuple[type[SessionBusyError], tuple[str, str]]:
-        return (SessionBusyError, (self.session_id, self.message))
 
 
 class SessionError(DexAgentsError):
@@ -287,6 +295,8 @@ class IdleTimeoutError(DexAgentsError, TimeoutError):
     It is also a `TimeoutError`, as an `asyncio.timeout` around the call would raise.
     """
 
+    _pickled = ("session_id", "timeout")
+
     def __init__(self, session_id: str, timeout: float) -> None:
         super().__init__(
             f"session {session_id!r} was still running a turn after {timeout:g} s; "
@@ -294,9 +304,6 @@ class IdleTimeoutError(DexAgentsError, TimeoutError):
         )
         self.session_id = session_id
         self.timeout = timeout
-
-    def __reduce__(self) -> tuple[type[IdleTimeoutError], tuple[str, float]]:
-        return (IdleTimeoutError, (self.session_id, self.timeout))
 
 
 class ToolExecutionError(DexAgentsError):

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.claude_rig import ClaudeRig
 from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions
@@ -16,6 +15,7 @@ from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing._hermetic import bundled_cli_path
+from support.claude_rig import ClaudeRig
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -6,13 +6,11 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from support.session_harness import Harness, make_config
 from temporalio.client import Client
 
 from dex_agents import InvalidArgumentError, InvalidEditError
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.temporal import create_worker
+from support.session_harness import Harness, ledger_session
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -149,10 +147,9 @@ async def test_a_long_edit_travels_by_reference_and_runs_whole(
 async def test_an_approval_that_passes_its_deadline_expires(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type, interrupt_deadline_seconds=1.0)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = ledger_session(
+        client, tmp_path, flow_type, interrupt_deadline_seconds=1.0
+    )
     sid = "deadline-expires"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message='call create_refund {"orderId": "1"}')

@@ -8,13 +8,13 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from support.claude_rig import ClaudeRig
 from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions, InvalidEditError, ToolPolicy
 from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session_flow
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
+from support.claude_rig import ClaudeRig
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -10,7 +10,6 @@ processes in the session's working directory.
 
 from __future__ import annotations
 
-from support import SUPPORT_DIR
 import asyncio
 import json
 import logging
@@ -21,9 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from support import hot_agent
 import pytest
-from support.claude_rig import ClaudeRig, cli_processes_in, worker_process
 from click.testing import CliRunner
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -38,6 +35,9 @@ from dex_agents.temporal import (
     create_worker,
 )
 from dex_agents.testing import WorkerProcess
+from support import SUPPORT_DIR, hot_agent
+from support.claude_rig import ClaudeRig, worker_process
+from support.processes import cli_processes_in
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -114,9 +114,7 @@ def hot_worker(
     claude_rig: ClaudeRig, engine: EmbeddedEngine
 ) -> Iterator[WorkerProcess]:
     """A killable worker subprocess serving `hot_agent:flow` on the rig's store."""
-    with worker_process(
-        claude_rig, engine, "hot_agent:flow", SUPPORT_DIR
-    ) as process:
+    with worker_process(claude_rig, engine, "hot_agent:flow", SUPPORT_DIR) as process:
         yield process
 
 

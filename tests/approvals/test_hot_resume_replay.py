@@ -13,14 +13,14 @@ import json
 import os
 from pathlib import Path
 
-from support import hot_agent
 import pytest
-from support.claude_rig import ClaudeRig
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, SessionPlugin, create_worker
+from support import hot_agent
+from support.claude_rig import ClaudeRig
 
 pytestmark = pytest.mark.timeout(180)
 

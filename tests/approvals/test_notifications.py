@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
-from support.session_harness import make_config
 from temporalio.client import Client
 
 from dex_agents.notify import verify_signature
@@ -17,6 +16,7 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import ledger_config
 from support.webhook_receiver import Receiver, receiver
 
 pytestmark = pytest.mark.timeout(120)
@@ -38,7 +38,7 @@ def _bodies(receiver: Receiver) -> list[dict[str, object]]:
 async def _sessions(
     client: Client, tmp_path: Path, flow_type: str, **config: object
 ) -> AsyncIterator[tuple[SessionClient, Ledger]]:
-    cfg = make_config(tmp_path, flow_type, **config)
+    cfg = ledger_config(tmp_path, flow_type, **config)
     flow = ledger_flow(cfg)
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     async with create_worker(client, [flow], store=store):

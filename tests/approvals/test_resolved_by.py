@@ -12,14 +12,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.session_harness import make_config
 from temporalio.client import Client
 
 from dex_agents import NoWorkerError
 from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.temporal import create_worker
+from support.session_harness import ledger_session
 
 REFUND = 'call create_refund {"orderId": "8"}'
 
@@ -32,9 +31,7 @@ async def _resolutions(store: SQLiteRuntimeStore, sid: str) -> list[EventRecord]
 async def test_an_approval_by_update_records_who_approved(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    _, flow, store, sessions = ledger_session(client, tmp_path, flow_type)
     sid = f"resolved-by-update-{uuid.uuid4().hex[:8]}"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message=REFUND)
@@ -56,9 +53,7 @@ async def test_an_approval_by_update_records_who_approved(
 async def test_a_recorded_rejection_with_no_worker_keeps_who_rejected(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    _, flow, store, sessions = ledger_session(client, tmp_path, flow_type)
     sid = f"resolved-by-signal-{uuid.uuid4().hex[:8]}"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message=REFUND)

@@ -6,7 +6,6 @@ fake CLI (no network, no model); a few feed the segment's own logic directly.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 from pathlib import Path
@@ -25,9 +24,7 @@ from claude_agent_sdk import (
     create_sdk_mcp_server,
     tool,
 )
-from support.claude_harness import Hermetic, Ledger, SessionDriver
 
-from support.cli_argv_recorder import recorded_runs, recording_cli
 from dex_agents._errors import UserError
 from dex_agents.claude import (
     ClaudeAgentDefinition,
@@ -44,7 +41,6 @@ from dex_agents.claude._usage import SegmentObserver
 from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session import (
     AgentSessionOptions,
-    RunModelContext,
     ToolCall,
     ToolCallsRequested,
     ToolPolicy,
@@ -57,35 +53,18 @@ from dex_agents.testing import (
     Ledger as JsonLedger,
 )
 from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
-from support.fake_cli import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV, fake_claude_cli_path
+from support.claude_harness import (
+    Hermetic,
+    Ledger,
+    PermissionRecorder,
+    SessionDriver,
+    bash,
+    fake_options,
+)
+from support.cli_argv_recorder import flag_value, recorded_runs, recording_cli
+from support.fake_cli import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV
 
 # --- shared pieces ------------------------------------------------------------
-
-
-def fake_options(base: Path, **overrides: object) -> ClaudeAgentOptions:
-    """Options for the fake CLI in `base/cwd`, Bash its only Claude Code tool."""
-    cwd = base / "cwd"
-    cwd.mkdir(parents=True, exist_ok=True)
-    values: dict[str, object] = {
-        "cli_path": str(fake_claude_cli_path()),
-        "cwd": str(cwd.resolve()),
-        "tools": ["Bash"],
-        "setting_sources": [],
-        "env": {},
-    }
-    values.update(overrides)
-    # Overrides are ClaudeAgentOptions fields; the kwargs are not typed per field.
-    return ClaudeAgentOptions(**values)  # pyright: ignore[reportArgumentType]
-
-
-def flag_value(argv: list[str], flag: str) -> str | None:
-    """The value of `--flag value` or `--flag=value`, else None."""
-    for index, token in enumerate(argv):
-        if token == flag and index + 1 < len(argv):
-            return argv[index + 1]
-        if token.startswith(f"{flag}="):
-            return token.removeprefix(f"{flag}=")
-    return None
 
 
 REFUND = 'dex-script: call create_refund {"orderId": "7"}'
@@ -230,21 +209,6 @@ async def test_row60_a_policy_named_mcp_server_tool_decides_its_approval(
 # --- rows 79, 83, 84 ----------------------------------------------------------
 
 
-class PermissionRecorder:
-    """A `claude_code_tool_permission` that records what it was asked."""
-
-    def __init__(self, answer: ToolPolicy | None) -> None:
-        self.answer = answer
-        self.asked: list[tuple[str, dict[str, Any]]] = []
-
-    async def __call__(
-        self, context: RunModelContext, name: str, tool_input: dict[str, Any]
-    ) -> ToolPolicy | None:
-        del context
-        self.asked.append((name, dict(tool_input)))
-        return self.answer
-
-
 def bash_agent(
     base: Path,
     permission: PermissionRecorder,
@@ -259,10 +223,6 @@ def bash_agent(
             claude_code_tool_permission=permission,
         )
     )
-
-
-def bash(command: str) -> str:
-    return f"dex-script: call Bash {json.dumps({'command': command})}"
 
 
 async def test_row79_a_write_policy_from_the_permission_callback_waits_for_approval(

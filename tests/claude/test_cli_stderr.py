@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
-from support.claude_harness import SessionDriver
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dex_agents import SessionError
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._stderr import TAIL_BYTES, TAIL_LINES, StderrTail, redacted
+from support.claude_harness import SessionDriver
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -8,10 +8,11 @@ resumed the call without hooks.
 
 from __future__ import annotations
 
+from dex_agents import AgentSessionOptions, ToolPolicy
+from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
+from support.custom_tools_agent import audit_rig
 from support.fake_suite_agent import DENY_MARKER
 from support.fake_suite_rig import SuiteEnv, in_process
-
-from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 
 
 async def test_an_idempotent_write_retries_under_one_key(suite: SuiteEnv) -> None:
@@ -197,3 +198,104 @@ async def test_bash_an_application_hook_rewrote_resumes_with_the_approved_input(
         # The hook numbers its rewrites: a second pass would have said 2.
         assert rig.bash_log(sid) == ["rewritten-1"]
         assert len(rig.app_hook_calls(interrupt.tool_call_id)) == 1
+
+
+async def test_rows133_144_a_resumed_cli_call_has_exactly_one_finished_event(
+    suite: SuiteEnv,
+) -> None:
+    """Rows 133/144: an approved Bash call's tool Step writes no finished event
+    (its outcome says `finished_by_resumed_turn`); the resumed segment's CLI
+    result writes the call's one `tool_call_finished`, status finished."""
+    async with in_process(suite) as rig:
+        sid = "audit-bash-one-finished-event"
+        await rig.sessions.start(
+            sid,
+            initial_message='dex-script: call Bash {"command": '
+            '"echo audited >> bash.log; echo audited-ran"}',
+        )
+        interrupt = await rig.interrupt(sid)
+        assert interrupt.tool_name == "Bash"
+        snap = await rig.resolve(sid)
+        (record,) = snap.turns[0].tool_calls
+        assert (record.status, record.output) == ("finished", APPROVED_CLI_TOOL_OUTPUT)
+        assert record.finished_by_resumed_turn
+        assert snap.turns[0].final_text == "done: audited-ran"
+        assert rig.bash_log(sid) == ["audited"]
+
+        events = await rig.sessions.events(sid)
+        finished = [
+            e
+            for e in events
+            if e.type == "tool_call_finished"
+            and e.data.get("tool_call_id") == interrupt.tool_call_id
+        ]
+        assert len(finished) == 1, finished
+        (event,) = finished
+        assert event.data["status"] == "finished"
+        # It came from the resumed segment, not from the tool Step.
+        assert "/run_model/" in event.step_execution_id, event
+        assert event.data["output"] != APPROVED_CLI_TOOL_OUTPUT
+        # The tool Step did run (and said so when it started).
+        step_started = [
+            e
+            for e in events
+            if e.type == "tool_call_started"
+            and e.data.get("tool_call_id") == interrupt.tool_call_id
+            and "/run_model/" not in e.step_execution_id
+        ]
+        assert len(step_started) == 1, step_started
+
+
+def test_row69_unclassified_runs_in_the_single_attempt_step() -> None:
+    """Row 69: unclassified behaves as non_idempotent_write: approval, one attempt."""
+    unclassified = ToolPolicy(effect="unclassified")
+    assert unclassified.step == "call_single_attempt_tool"
+    assert unclassified.step == ToolPolicy(effect="non_idempotent_write").step
+    assert unclassified.needs_approval
+    assert AgentSessionOptions().default_tool_effect == "unclassified"
+
+
+async def test_row69_a_tool_without_policy_runs_once_after_approval_under_the_defaults(
+    suite: SuiteEnv,
+) -> None:
+    """Row 69: a custom tool with no policy and no annotations, under the real
+    `AgentSessionOptions()`, waits for approval as unclassified and runs in a
+    single-attempt Step: a throwing handler is outcome_unknown after 1 attempt."""
+    async with audit_rig(
+        suite.client,
+        flow_type=suite.flow_type,
+        base=suite.tmp_path,
+        session_options=AgentSessionOptions(),
+    ) as rig:
+        sid = "audit-unclassified-single-attempt"
+        await rig.sessions.start(
+            sid, initial_message='dex-script: call audit_charge {"amount": 5}'
+        )
+        snap = await rig.sessions.wait_for_idle(sid)
+        assert snap.status == "waiting_for_approval"
+        (interrupt,) = snap.pending_interrupts
+        assert (interrupt.tool_name, interrupt.effect) == (
+            "audit_charge",
+            "unclassified",
+        )
+        assert rig.ledger.count("audit_charge_attempt") == 0
+        assert await rig.sessions.resolve_interrupt(
+            sid, interrupt.interrupt_id, approved=True
+        )
+        snap = await rig.sessions.wait_for_idle(sid)
+        (record,) = snap.turns[0].tool_calls
+        assert (record.tool_name, record.status, record.attempts) == (
+            "audit_charge",
+            "outcome_unknown",
+            1,
+        )
+        assert rig.ledger.count("audit_charge_attempt") == 1
+        assert "The outcome of audit_charge is unknown" in snap.turns[0].final_text
+        events = await rig.sessions.events(sid)
+        steps = {
+            e.step_execution_id
+            for e in events
+            if e.type == "tool_call_started"
+            and e.data.get("tool_call_id") == interrupt.tool_call_id
+        }
+        assert steps == {f"turn-1/call_single_attempt_tool/{interrupt.tool_call_id}"}

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, tool
-from support.fake_suite_agent import build_tools
-from support.fake_suite_rig import SuiteEnv, in_process
 
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.temporal import AgentSnapshot
+from support.fake_suite_agent import build_tools
+from support.fake_suite_rig import SuiteEnv, in_process
 
 REFUSAL = "did not run: only one call that needs its own step can run per reply"
 

@@ -11,9 +11,9 @@ import asyncio
 
 import pytest
 from click.testing import CliRunner, Result
-from support.fake_suite_rig import SuiteEnv, worker_process
 
 from dex_agents.cli._app import main
+from support.fake_suite_rig import SuiteEnv, worker_process
 
 pytestmark = pytest.mark.timeout(240)
 

@@ -1,5 +1,6 @@
 """The adapter's PreToolUse decisions and can_use_tool, without a CLI."""
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -10,7 +11,6 @@ from claude_agent_sdk import (
     ToolPermissionContext,
     tool,
 )
-from support.claude_harness import SessionDriver
 
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
@@ -18,8 +18,18 @@ from dex_agents.claude._gate import ToolCallGate
 from dex_agents.claude._hooks import ToolPermissions
 from dex_agents.claude._pending_call import PendingCall
 from dex_agents.claude._tools import CustomTool
-from dex_agents.session import RunModelContext, ToolPolicy
+from dex_agents.session import (
+    RunModelContext,
+    ToolPolicy,
+    TurnCompleted,
+)
 from dex_agents.session._records import ToolRecord
+from support.claude_harness import (
+    PermissionRecorder,
+    SessionDriver,
+    bash,
+    fake_options,
+)
 
 
 @tool("lookup", "Look up", {"id": str}, annotations=ToolAnnotations(readOnlyHint=True))
@@ -421,3 +431,59 @@ async def test_an_id_that_already_has_a_result_never_runs_again() -> None:
     assert out["permissionDecision"] == "deny"
     assert "already has a result" in out["permissionDecisionReason"]
     assert gate.permit_served_call("old", "lookup") is None
+
+
+async def test_row78_the_permission_callback_gets_the_hook_rewritten_input_and_the_run_model_context(
+    tmp_path: Path,
+) -> None:
+    """Row 78: the callback sees the input after the application's PreToolUse hooks
+    (what runs), and the context is the very RunModelContext of the attempt."""
+    hook_saw: list[dict[str, Any]] = []
+
+    async def rewrite_bash(
+        hook_input: Any, tool_use_id: str | None, _context: Any
+    ) -> Any:
+        hook_saw.append(dict(hook_input["tool_input"]))
+        return {
+            "hookSpecificOutput": {
+                "hookEventName": "PreToolUse",
+                "updatedInput": {
+                    "command": "echo rewritten >> audit.log; echo rewritten-ran"
+                },
+            }
+        }
+
+    permission = PermissionRecorder(ToolPolicy(effect="read"))
+    runner = ClaudeAgentRunner(
+        ClaudeAgentDefinition(
+            options=fake_options(
+                tmp_path,
+                hooks={
+                    "PreToolUse": [HookMatcher(matcher="Bash", hooks=[rewrite_bash])]
+                },
+            ),
+            claude_code_tool_permission=permission,
+        )
+    )
+    driver = SessionDriver(runner, session_id="audit-row78")
+    original = "echo original >> audit.log; echo original-ran"
+    item = runner.build_user_message(bash(original))
+    context = driver.context(turn_id="turn-1", step=1, pending=(item,), resume=None)
+    result = await runner.run_model(context)
+
+    assert hook_saw == [{"command": original}]
+    assert permission.asked == [
+        ("Bash", {"command": "echo rewritten >> audit.log; echo rewritten-ran"})
+    ]
+    (asked_context,) = permission.contexts
+    assert asked_context is context
+    assert (
+        asked_context.session_id,
+        asked_context.turn_id,
+        asked_context.step_execution_id,
+        asked_context.attempt,
+    ) == ("audit-row78", "turn-1", "turn-1/run_model-1", 1)
+    # The callback's read ran the call inline, with the input it was asked about.
+    assert isinstance(result, TurnCompleted)
+    assert result.final_text == "done: rewritten-ran"
+    assert (tmp_path / "cwd" / "audit.log").read_text().splitlines() == ["rewritten"]

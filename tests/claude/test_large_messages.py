@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
-from support.claude_harness import Hermetic, SessionDriver, runner_for
 from pydantic import JsonValue
 
 from dex_agents._errors import SessionError
+from dex_agents._scripted._script import TextReply, plan_reply
 from dex_agents.claude import _segment
 from dex_agents.claude._limits import CLI_OUTPUT_LINE_LIMIT
 from dex_agents.claude._transcript import transcript_entries
-from dex_agents._scripted._script import TextReply, plan_reply
+from support.claude_harness import Hermetic, SessionDriver, runner_for
 
 MB = 1_000_000
 LARGE_WINDOW_ENV = {

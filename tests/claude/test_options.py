@@ -2,8 +2,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions, PermissionResultAllow
-from support.claude_harness import SessionDriver
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    PermissionResultAllow,
+)
 
 from dex_agents.claude import (
     ClaudeAgentDefinition,
@@ -16,6 +18,15 @@ from dex_agents.claude._options import (
     check_options,
     cli_environment,
     resolved_cwd,
+)
+from dex_agents.session import (
+    ToolPolicy,
+)
+from support.claude_harness import (
+    PermissionRecorder,
+    SessionDriver,
+    bash,
+    fake_options,
 )
 
 
@@ -195,3 +206,52 @@ async def test_run_model_fails_before_any_cli_starts() -> None:
     driver = SessionDriver(runner)
     with pytest.raises(TypeError, match="permission_mode"):
         await driver.turn("hello")
+
+
+async def test_row85_a_callback_read_does_not_let_allowed_tools_list_a_deferring_tool(
+    tmp_path: Path,
+) -> None:
+    """Row 85 (a): no session policy for Bash, so `allowed_tools=["Bash"]` is refused,
+    though the callback would answer read; the check never asks the callback."""
+    permission = PermissionRecorder(ToolPolicy(effect="read"))
+    runner = ClaudeAgentRunner(
+        ClaudeAgentDefinition(
+            options=fake_options(tmp_path, allowed_tools=["Bash"]),
+            claude_code_tool_permission=permission,
+        )
+    )
+    with pytest.raises(TypeError, match=r"`allowed_tools` lists 'Bash'"):
+        await SessionDriver(runner, session_id="audit-row85-a").turn(bash("echo x"))
+    assert permission.asked == []
+    assert not (tmp_path / "cwd" / "x").exists()
+
+
+# The SDK warns that `allowed_tools=["Bash"]` shadows can_use_tool; the
+# adapter's PreToolUse hook still decides every call, as the test shows.
+@pytest.mark.filterwarnings("ignore:can_use_tool will not be invoked")
+async def test_row85_a_session_read_policy_admits_allowed_tools_whatever_the_callback_says(
+    tmp_path: Path,
+) -> None:
+    """Row 85 (b): a session read policy for Bash admits `allowed_tools=["Bash"]`
+    though the callback answers a write; the check does not call the callback,
+    and the callback still decides each call (it defers for approval)."""
+    permission = PermissionRecorder(ToolPolicy(effect="non_idempotent_write"))
+    runner = ClaudeAgentRunner(
+        ClaudeAgentDefinition(
+            options=fake_options(tmp_path, allowed_tools=["Bash"]),
+            tool_policies={"Bash": ToolPolicy(effect="read")},
+            claude_code_tool_permission=permission,
+        )
+    )
+    driver = SessionDriver(runner, session_id="audit-row85-b")
+    said = await driver.turn("dex-script: say accepted")
+    assert said.text == "said: accepted"
+    assert permission.asked == []
+
+    result = await driver.turn(bash("echo ran"))
+    assert permission.asked == [("Bash", {"command": "echo ran"})]
+    [call] = result.calls
+    assert call.policy == ToolPolicy(effect="non_idempotent_write")
+    assert call.policy.needs_approval
+    assert len(result.segments) == 2
+    assert result.text == "done: ran"

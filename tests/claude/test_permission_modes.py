@@ -11,16 +11,29 @@ attempt before any CLI starts.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from claude_agent_sdk import ClaudeAgentOptions
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+)
 from claude_agent_sdk.types import PermissionMode
-from support.claude_harness import SessionDriver
 
 from dex_agents import InvalidOptionError, UserError
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._options import ALLOWED_PERMISSION_MODES, check_options
+from dex_agents.session import (
+    ToolCallsRequested,
+    ToolPolicy,
+)
+from support.claude_harness import (
+    Ledger,
+    SessionDriver,
+    fake_options,
+)
+from support.cli_argv_recorder import flag_values, recording_cli
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -103,3 +116,32 @@ async def test_a_refused_mode_fails_the_attempt_before_any_cli_starts(
     )
     with pytest.raises(InvalidOptionError, match="is not allowed"):
         await SessionDriver(runner).turn("hello")
+
+
+async def test_row160_permission_mode_dont_ask_reaches_every_segments_cli(
+    tmp_path: Path,
+) -> None:
+    """Row 160: `permission_mode="dontAsk"` is passed through to the CLI's argv on the
+    deferring and the resumed segment, and the write still defers and resumes."""
+    script, log = recording_cli(tmp_path)
+    ledger = Ledger()
+    runner = ClaudeAgentRunner(
+        ClaudeAgentDefinition(
+            options=fake_options(
+                tmp_path, cli_path=str(script), permission_mode="dontAsk"
+            ),
+            custom_tools=ledger.tools(),
+            tool_policies={"create_refund": ToolPolicy(effect="non_idempotent_write")},
+        )
+    )
+    driver = SessionDriver(runner, session_id="audit-row160")
+    result = await driver.turn('dex-script: call create_refund {"orderId": "7"}')
+    assert result.text == "done: refunded 7"
+    assert ledger.refunds == [{"orderId": "7"}]
+    assert isinstance(result.segments[0], ToolCallsRequested)
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(runs) == 2, runs
+    assert [flag_values(argv, "--permission-mode") for argv in runs] == [
+        ["dontAsk"],
+        ["dontAsk"],
+    ]

@@ -5,7 +5,6 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, tool
-from support.claude_harness import SessionDriver
 
 import dex_agents.claude as claude
 from dex_agents._errors import ToolExecutionError, UserError
@@ -18,6 +17,7 @@ from dex_agents.claude._transcript import (
 )
 from dex_agents.session import DeferredToolExecution, ToolCall, ToolPolicy
 from dex_agents.session._records import current_deferred_tool_execution
+from support.claude_harness import SessionDriver
 
 seen: list[DeferredToolExecution | None] = []
 

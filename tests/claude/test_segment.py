@@ -9,7 +9,6 @@ from claude_agent_sdk import (
     ToolResultBlock,
     UserMessage,
 )
-from support.claude_harness import SessionDriver
 
 from dex_agents._errors import SessionError
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
@@ -19,6 +18,7 @@ from dex_agents.claude._transcript import transcript_item
 from dex_agents.session import JsonObject, StoredMessage
 from dex_agents.session._records import ToolRecord
 from dex_agents.session._runner import ResumeState
+from support.claude_harness import SessionDriver
 
 OPTIONS = ClaudeAgentOptions(cli_path="/nonexistent/claude")
 RECORD = ToolRecord(

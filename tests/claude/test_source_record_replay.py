@@ -20,14 +20,6 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, ResultMessage
-from support.claude_harness import Ledger, SessionDriver
-from support.gate_rig import (
-    CliSide,
-    ScriptedCli,
-    completed,
-    deferred,
-    tool_use_entry,
-)
 
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._gate import ToolCallGate
@@ -42,6 +34,14 @@ from dex_agents.session._runner import ResumeState
 from dex_agents.session._tool_sources import ToolSource
 from dex_agents.testing import Ledger as JsonLedger
 from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
+from support.claude_harness import Ledger, SessionDriver
+from support.gate_rig import (
+    CliSide,
+    ScriptedCli,
+    completed,
+    deferred,
+    tool_use_entry,
+)
 
 TRANSFER = "mcp__tools__transfer"
 """The source tool whose call is pending, as the CLI names it."""

@@ -15,15 +15,6 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage
-from support.claude_harness import Ledger, SessionDriver
-from support.gate_rig import (
-    CliSide,
-    ScriptedCli,
-    completed,
-    deferred,
-    tool_result_entry,
-    tool_use_entry,
-)
 
 from dex_agents._errors import SessionError
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
@@ -34,6 +25,15 @@ from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.claude._tools import CustomTool
 from dex_agents.session import ToolCallsRequested, ToolPolicy
 from dex_agents.session._records import ToolRecord
+from support.claude_harness import Ledger, SessionDriver
+from support.gate_rig import (
+    CliSide,
+    ScriptedCli,
+    completed,
+    deferred,
+    tool_result_entry,
+    tool_use_entry,
+)
 
 LOOKUP = "mcp__tools__lookup_order"
 REFUND = "mcp__tools__create_refund"

@@ -143,3 +143,40 @@ def test_without_init_the_options_model_is_requested() -> None:
     )
     assert observer.model_calls == 1
     assert SegmentObserver().metadata(result(), None) == ModelCallMetadata()
+
+
+def test_row156_after_a_fallback_one_answering_model_is_the_response_model() -> None:
+    """Row 156: the init model is requested; every answer came from the fallback
+    model, so the response model names it."""
+    observer = SegmentObserver()
+    for message in (
+        SystemMessage(subtype="init", data={"model": "claude-opus"}),
+        AssistantMessage(
+            content=[TextBlock(text="a")],
+            model="claude-sonnet-fallback",
+            message_id="m1",
+        ),
+        AssistantMessage(
+            content=[TextBlock(text="b")],
+            model="claude-sonnet-fallback",
+            message_id="m2",
+        ),
+    ):
+        observer.observe(message)
+    result = ResultMessage(
+        subtype="success",
+        duration_ms=1,
+        duration_api_ms=1,
+        is_error=False,
+        num_turns=1,
+        session_id="s",
+        model_usage={
+            "claude-opus": {"provider": "firstParty"},  # pyright: ignore[reportArgumentType]
+            "claude-sonnet-fallback": {"provider": "firstParty"},  # pyright: ignore[reportArgumentType]
+        },
+    )
+    assert observer.metadata(result, "opus") == ModelCallMetadata(
+        request_model="claude-opus",
+        response_model="claude-sonnet-fallback",
+        provider_name="anthropic",
+    )

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from support import SUPPORT_DIR
 from pathlib import Path
 
 import pytest
 
 from dex_agents.cli._agent_ref import load_flow
 from dex_agents.cli._errors import BadArgumentError
+from support import SUPPORT_DIR
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 _FACTORY = """
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow

@@ -5,19 +5,24 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from support.cli_harness import flow_config, invoke
+import pytest
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.cli_harness import invoke
+from support.session_harness import ledger_config
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 
 async def test_approve_with_no_worker_is_recorded_and_the_write_runs_once(
     engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(flow_config(tmp_path, flow_type))
+
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
     ledger = Ledger(tmp_path / "ledger.jsonl")
     store_path = tmp_path / "runtime.sqlite"
     store = await SQLiteRuntimeStore.open(store_path)

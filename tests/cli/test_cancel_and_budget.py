@@ -21,26 +21,30 @@ from pathlib import Path
 
 import pytest
 import pytest_asyncio
-from support.cli_harness import (
-    DEX_AGENTS,
-    Served,
-    Term,
-    agent_env,
-    assert_one_line_error,
-    flow_config,
-    invoke,
-    spawn,
-)
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.cli_harness import (
+    DEX_AGENTS,
+    Served,
+    Term,
+    agent_env,
+    assert_one_line_error,
+    invoke,
+    ledger_worker,
+    spawn,
+)
+from support.session_harness import ledger_config
 
 RUN = uuid.uuid4().hex[:6]
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [
+    pytest.mark.timeout(180),
+    pytest.mark.usefixtures("no_dex_agents_settings"),
+]
 
 
 async def _reached(gates: Path, gate: str, timeout: float = 30.0) -> None:
@@ -147,7 +151,7 @@ async def test_cancel_errors_say_what_to_do(
 
     # A worker that just stopped (Temporal still lists it): nothing takes the
     # cancel, and nothing was cancelled.
-    other_flow = ledger_flow(flow_config(tmp_path / "other", f"{flow_type}Gone"))
+    other_flow = ledger_flow(ledger_config(tmp_path / "other", f"{flow_type}Gone"))
     store = await SQLiteRuntimeStore.open(tmp_path / "other.sqlite")
     sessions = SessionClient(client, other_flow, store)
     sid = f"cancel-gone-worker-{RUN}"
@@ -226,7 +230,7 @@ class Budgeted:
 async def budgeted(
     engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
 ) -> AsyncIterator[Budgeted]:
-    flow = ledger_flow(replace(flow_config(tmp_path, flow_type), spend_limit=0.0015))
+    flow = ledger_flow(replace(ledger_config(tmp_path, flow_type), spend_limit=0.0015))
     store = await SQLiteRuntimeStore.open(tmp_path / "runtime.sqlite")
     async with create_worker(client, [flow], store=store):
         yield Budgeted(
@@ -380,7 +384,7 @@ async def test_ctrl_c_in_the_chat_stops_the_turn_and_the_next_message_is_answere
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     sid = f"chat-stop-{RUN}"
     chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
@@ -418,7 +422,7 @@ async def test_a_second_ctrl_c_leaves_while_the_turn_stops(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     sid = f"chat-stop-leave-{RUN}"
     chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
@@ -449,7 +453,7 @@ async def test_a_cancel_from_another_terminal_closes_the_chat_card(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     sid = f"chat-card-cancelled-{RUN}"
     chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
@@ -481,22 +485,8 @@ def budget_worker(
     engine: EmbeddedEngine, tmp_path: Path, flow_type: str
 ) -> Iterator[Term]:
     """`dex-agents worker` serving the ledger flow with a 0.0015 USD spend limit."""
-    child = spawn(
-        [
-            "worker",
-            "--agent",
-            "budget_agents:flow",
-            "--state-dir",
-            str(engine.state_dir),
-            "--store",
-            str(tmp_path / "runtime.sqlite"),
-        ],
-        agent_env(tmp_path, flow_type),
-        tmp_path,
-    )
-    child.expect("ready")
-    yield child
-    child.stop()
+    with ledger_worker(engine, tmp_path, flow_type, "budget_agents:flow") as child:
+        yield child
 
 
 async def test_the_chat_asks_for_a_new_spend_limit_and_asks_again_on_bad_input(

@@ -6,9 +6,12 @@ import re
 import uuid
 from pathlib import Path
 
-from support.cli_harness import Term, agent_env, spawn
+import pytest
 
 from dex_agents.temporal import EmbeddedEngine
+from support.cli_harness import Term, agent_env, spawn
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 RUN = uuid.uuid4().hex[:6]
 
@@ -17,7 +20,7 @@ async def test_the_chat_shows_a_failed_and_an_unknown_outcome_with_their_errors(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     chat = spawn(
         [

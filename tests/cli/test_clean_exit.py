@@ -14,10 +14,12 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.cli_harness import DEX_AGENTS
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine
+from support.cli_harness import DEX_AGENTS
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 RUNS = 20
 BATCH = 8

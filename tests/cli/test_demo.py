@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
+
+
 ROOT = Path(__file__).parents[2]
 
 

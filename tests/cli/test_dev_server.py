@@ -17,7 +17,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from support.cli_harness import Term, agent_env, flow_config, spawn
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -25,6 +24,11 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.cli_harness import Term, agent_env, spawn
+from support.session_harness import ledger_config
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
+
 
 RUN = uuid.uuid4().hex[:6]
 
@@ -168,7 +172,7 @@ async def test_a_second_dev_takes_over_and_a_killed_server_comes_back(
     store = await SQLiteRuntimeStore.open(state / "runtime.sqlite")
     try:
         sessions = SessionClient(
-            client, ledger_flow(flow_config(tmp_path, flow_type)), store
+            client, ledger_flow(ledger_config(tmp_path, flow_type)), store
         )
         session_id = f"takeover-{RUN}"
         await sessions.start(session_id, initial_message="say hi")
@@ -253,7 +257,7 @@ async def test_a_worker_across_a_server_stop_says_so_once_and_serves_again(
     store = await SQLiteRuntimeStore.open(state / "runtime.sqlite")
     try:
         sessions = SessionClient(
-            client, ledger_flow(flow_config(tmp_path, flow_type)), store
+            client, ledger_flow(ledger_config(tmp_path, flow_type)), store
         )
         session_id = f"worker-outage-{RUN}"
         await sessions.start(session_id, initial_message="say back")

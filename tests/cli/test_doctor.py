@@ -23,7 +23,6 @@ from uuid import uuid4
 import psycopg
 import pytest
 from claude_agent_sdk._cli_version import __cli_version__
-from support.cli_harness import DEX_AGENTS
 
 from dex_agents._scripted._scripted_model import scripted_model_env
 from dex_agents.cli._doctor import TESTED_CLI_VERSION
@@ -31,9 +30,12 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine
 from dex_agents.testing._hermetic import bundled_cli_path
 from dex_agents.testing._postgres_server import PostgresTestServer
+from support.cli_harness import DEX_AGENTS
+from support.fake_cli._fake_cli_usage import CLI_VERSION as FAKE_CLI_VERSION
 from support.moto_s3 import MotoS3, moto_s3
 from support.postgres_support import postgres_or_skip
-from support.fake_cli._fake_cli_usage import CLI_VERSION as FAKE_CLI_VERSION
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 CHECKS = ["claude_cli", "credentials", "temporal", "runtime_store", "media_store"]
 """The checks, in the order of their lines."""

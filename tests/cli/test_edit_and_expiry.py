@@ -14,21 +14,24 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from support.cli_harness import (
-    Served,
-    Term,
-    agent_env,
-    assert_one_line_error,
-    flow_config,
-    invoke,
-    spawn,
-)
+import pytest
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.cli_harness import (
+    Served,
+    Term,
+    agent_env,
+    assert_one_line_error,
+    invoke,
+    spawn,
+)
+from support.session_harness import ledger_config
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 RUN = uuid.uuid4().hex[:6]
 
@@ -159,7 +162,7 @@ async def test_an_edit_that_is_no_json_object_is_a_usage_error(
 async def test_show_and_events_say_an_approval_expired_never_rejected(
     client: Client, engine: EmbeddedEngine, tmp_path: Path, flow_type: str
 ) -> None:
-    config = replace(flow_config(tmp_path, flow_type), interrupt_deadline_seconds=1)
+    config = replace(ledger_config(tmp_path, flow_type), interrupt_deadline_seconds=1)
     flow = ledger_flow(config)
     store = await SQLiteRuntimeStore.open(tmp_path / "runtime.sqlite")
     sid = f"expiry-{RUN}"
@@ -202,7 +205,7 @@ async def test_the_chat_edits_an_approval_and_a_refused_edit_is_kept_to_fix(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     chat = spawn(
         [

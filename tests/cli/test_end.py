@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 
-from support.cli_harness import Served, assert_one_line_error
+import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
+
+from support.cli_harness import Served, assert_one_line_error
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 
 async def test_end_ends_an_idle_session_and_sessions_shows_it_ended(

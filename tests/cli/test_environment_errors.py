@@ -13,10 +13,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.cli_harness import DEX_AGENTS
 
 from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
+from support.cli_harness import DEX_AGENTS
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 
 async def _store_with_events(path: Path, session_id: str, count: int) -> None:

@@ -6,9 +6,12 @@ import asyncio
 import os
 import subprocess
 
-from support.cli_harness import DEX_AGENTS, Served, invoke
+import pytest
 
 from dex_agents.cli._app import main
+from support.cli_harness import DEX_AGENTS, Served, invoke
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 
 async def test_every_command_help_has_examples_of_itself() -> None:

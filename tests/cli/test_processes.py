@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import httpx
-from support.cli_harness import Term, agent_env, flow_config, invoke, spawn
+import pytest
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
@@ -17,6 +17,10 @@ from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.cli_harness import Term, agent_env, invoke, spawn
+from support.session_harness import ledger_config
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 RUN = uuid.uuid4().hex[:6]
 """Suffix of session IDs: the run's dev server outlives a single test."""
@@ -32,7 +36,7 @@ def _pid_alive(pid: int) -> bool:
 
 async def _sessions(client: Client, base: Path, flow_type: str) -> SessionClient:
     """A client of the flow that `tests/support/agents.py` serves from `base`."""
-    flow = ledger_flow(flow_config(base, flow_type))
+    flow = ledger_flow(ledger_config(base, flow_type))
     store = await SQLiteRuntimeStore.open(base / "runtime.sqlite")
     return SessionClient(client, flow, store)
 
@@ -60,7 +64,7 @@ async def test_dev_serves_the_agent_says_where_and_ctrl_c_stops_it(
     )
     store = await SQLiteRuntimeStore.open(state / "runtime.sqlite")
     sessions = SessionClient(
-        client, ledger_flow(flow_config(tmp_path, "DevAgent")), store
+        client, ledger_flow(ledger_config(tmp_path, "DevAgent")), store
     )
     await sessions.start("dev-1", initial_message="say hi")
     assert (await sessions.wait_for_idle("dev-1")).turns[0].final_text == "said: hi"
@@ -91,7 +95,7 @@ async def test_worker_serves_the_agent_on_a_running_server(
     client: Client,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     sessions = await _sessions(client, tmp_path, flow_type)
     await sessions.start(f"w-1-{RUN}", initial_message="say hello")
@@ -99,9 +103,9 @@ async def test_worker_serves_the_agent_on_a_running_server(
     assert snap.turns[0].final_text == "said: hello"
     assert sessions.store is not None
     await sessions.store.close()
-    worker_process.sendintr()
-    worker_process.expect("stopped")
-    assert worker_process.wait_exit() == 0
+    cli_worker.sendintr()
+    cli_worker.expect("stopped")
+    assert cli_worker.wait_exit() == 0
 
 
 def _chat(engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str) -> Term:
@@ -123,7 +127,7 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     chat = _chat(engine, tmp_path, flow_type, f"c-1-{RUN}", "--agent", "agents:flow")
@@ -180,7 +184,7 @@ async def test_a_chat_card_answered_elsewhere_is_refreshed(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     sid = f"c-elsewhere-{RUN}"
@@ -209,7 +213,7 @@ async def test_chat_shows_progress_and_ctrl_c_stops_the_turn_then_leaves(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     chat = _chat(engine, tmp_path, flow_type, f"c-2-{RUN}", "--agent", "agents:flow")
     chat.expect("you › ")
@@ -238,7 +242,7 @@ async def test_events_follow_prints_new_events_until_ctrl_c(
     engine: EmbeddedEngine,
     tmp_path: Path,
     flow_type: str,
-    worker_process: Term,
+    cli_worker: Term,
 ) -> None:
     sessions = await _sessions(client, tmp_path, flow_type)
     await sessions.start(f"e-1-{RUN}", initial_message="say one")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from support import SUPPORT_DIR
 import getpass
 import json
 import re
@@ -11,12 +10,17 @@ from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 
-from support.cli_harness import Served, assert_one_line_error, flow_config, invoke
+import pytest
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing._ledger_flow import ledger_flow
+from support import SUPPORT_DIR
+from support.cli_harness import Served, assert_one_line_error, invoke
+from support.session_harness import ledger_config
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 
 async def _waiting_for_refund(served: Served, order: str = "7") -> tuple[str, str]:
@@ -367,7 +371,9 @@ async def test_show_lists_read_calls_and_only_the_messages_still_queued(
 async def test_deadlines_show_in_local_time_with_how_long_is_left(
     client: Client, engine: EmbeddedEngine, tmp_path: Path, flow_type: str
 ) -> None:
-    config = replace(flow_config(tmp_path, flow_type), interrupt_deadline_seconds=7200)
+    config = replace(
+        ledger_config(tmp_path, flow_type), interrupt_deadline_seconds=7200
+    )
     flow = ledger_flow(config)
     store = await SQLiteRuntimeStore.open(tmp_path / "runtime.sqlite")
     sid = f"deadline-{uuid.uuid4().hex[:8]}"

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from dex_agents.cli._views import turn_calls
 from dex_agents.session._events import EventRecord
 from dex_agents.session._records import ToolRecord
 from dex_agents.session._state import TurnSummary
 from dex_agents.stores import SQLiteRuntimeStore
+
+pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 
 def _call_events(session_id: str, turn: int) -> list[EventRecord]:

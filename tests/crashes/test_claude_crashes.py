@@ -5,18 +5,19 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.claude_rig import ClaudeRig, cli_processes_in
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
 from dex_agents.testing import WorkerProcess
+from support.claude_rig import ClaudeRig
+from support.processes import cli_processes_in
 
 pytestmark = pytest.mark.timeout(240)
 
 
 async def test_turn_deferred_on_one_worker_resumes_on_another_after_sigkill(
-    claude_rig: ClaudeRig, client: Client, worker: WorkerProcess
+    claude_rig: ClaudeRig, client: Client, example_worker: WorkerProcess
 ) -> None:
     flow = claude_rig.example.flow
     store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
@@ -26,10 +27,12 @@ async def test_turn_deferred_on_one_worker_resumes_on_another_after_sigkill(
         sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
     )
     (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
-    first_pid = worker.process.pid if worker.process else None
-    worker.kill()
-    worker.start()
-    assert worker.process is not None and worker.process.pid != first_pid
+    first_pid = example_worker.process.pid if example_worker.process else None
+    example_worker.kill()
+    example_worker.start()
+    assert (
+        example_worker.process is not None and example_worker.process.pid != first_pid
+    )
     assert claude_rig.example.refunds() == []
     assert await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
     snap = await sessions.wait_for_idle(sid)
@@ -42,7 +45,7 @@ async def test_turn_deferred_on_one_worker_resumes_on_another_after_sigkill(
 
 
 async def test_sigkill_during_run_model_reruns_the_segment_and_kills_the_cli(
-    claude_rig: ClaudeRig, client: Client, worker: WorkerProcess
+    claude_rig: ClaudeRig, client: Client, example_worker: WorkerProcess
 ) -> None:
     flow = claude_rig.example.flow
     store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
@@ -54,11 +57,11 @@ async def test_sigkill_during_run_model_reruns_the_segment_and_kills_the_cli(
     )
     await asyncio.wait_for(claude_rig.api.wait_paused("model"), 60)
     assert cli_processes_in(cwd), "the CLI of the segment should be running"
-    worker.kill()
+    example_worker.kill()
     async with asyncio.timeout(10):
         while cli_processes_in(cwd):
             await asyncio.sleep(0.05)
-    worker.start()
+    example_worker.start()
     claude_rig.api.open_gate("model")
     snap = await sessions.wait_for_idle(sid)
     assert snap.turns[0].status == "completed", snap.turns[0].error

@@ -8,8 +8,6 @@ provider's ledger what reached the provider and under which call ID.
 
 from __future__ import annotations
 
-from support import SUPPORT_DIR
-import asyncio
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,18 +15,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.connector_worker_agent import (
-    CONFIG_ENV,
-    ConnectorWorkerConfig,
-    build_flow,
-)
 from temporalio.client import Client
 
 from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSnapshot, EmbeddedEngine, SessionClient
 from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from support import SUPPORT_DIR
+from support.connector_worker_agent import (
+    CONFIG_ENV,
+    ConnectorWorkerConfig,
+    build_flow,
+)
 from support.fake_cli import with_support_importable
+from support.gates import gate_reached, open_gate
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -46,14 +46,11 @@ class CrashRig:
 
     async def reached(self, gate: str, timeout: float = 60.0) -> None:
         """Wait until an operation stopped at `gate`."""
-        async with asyncio.timeout(timeout):
-            while not (self.gate_dir / f"{gate}.reached").exists():
-                await asyncio.sleep(0.02)
+        await gate_reached(self.gate_dir, gate, timeout)
 
     def open_gate(self, gate: str) -> None:
         """Let whatever waits at `gate` go on (and pass it at once from now on)."""
-        self.gate_dir.mkdir(parents=True, exist_ok=True)
-        (self.gate_dir / gate).touch()
+        open_gate(self.gate_dir, gate)
 
     async def interrupt(self, session_id: str) -> Interrupt:
         """The one approval the idle session waits for."""

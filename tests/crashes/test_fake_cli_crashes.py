@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.fake_suite_rig import SuiteEnv, cli_processes_in, worker_process
 
 from dex_agents.testing import WorkerProcess
+from support.fake_suite_rig import SuiteEnv, worker_process
+from support.processes import cli_processes_in
 
 pytestmark = pytest.mark.timeout(240)
 

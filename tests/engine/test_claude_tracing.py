@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from support.claude_rig import ClaudeRig
 from opentelemetry.trace import SpanKind
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
+from support.claude_rig import ClaudeRig
 from support.tracing_support import span_exporter
 
 

@@ -14,7 +14,6 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.session_harness import make_config
 from temporalio.client import Client
 
 from dex_agents import IdleTimeoutError, NoWorkerError
@@ -23,12 +22,13 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import ledger_config, ledger_session
 
 
 async def test_a_resolution_with_no_worker_is_recorded_and_applies_once(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type)
+    config = ledger_config(tmp_path, flow_type)
     flow = ledger_flow(config)
     ledger = Ledger(config.ledger_path)
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
@@ -89,10 +89,7 @@ async def test_a_resolution_with_no_worker_is_recorded_and_applies_once(
 async def test_waiting_with_no_worker_raises_or_stays_cancellable(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = ledger_session(client, tmp_path, flow_type)
     # A session that no worker has taken yet: neither a Query nor the store answers.
     sid = f"no-worker-wait-{uuid.uuid4().hex[:8]}"
     await client.start_workflow(

@@ -7,7 +7,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support.session_harness import make_config
 from temporalio import activity, workflow
 from temporalio.client import Client
 from temporalio.common import RawValue
@@ -19,6 +18,7 @@ from dex_agents.temporal import SessionClient, SessionPlugin, create_agent_sessi
 from dex_agents.temporal._plugin import session_plugin
 from dex_agents.testing import Ledger, ScriptedRunner
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import ledger_config
 
 
 @activity.defn(name="plugin_test_shout")
@@ -48,7 +48,7 @@ async def _own_client(client: Client, plugin: SessionPlugin) -> Client:
 async def test_an_own_client_and_worker_serve_two_flows_sandboxed_beside_own_workflows(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type)
+    config = ledger_config(tmp_path, flow_type)
     support = ledger_flow(config)
     other = create_agent_session_flow(
         ScriptedRunner(), f"{flow_type}.other", task_queue=support.task_queue
@@ -97,7 +97,7 @@ async def test_a_long_message_through_an_own_client_uses_the_plugin_s_store(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
     """A `SessionClient` without a store finds the store on the client's plugin."""
-    flow = ledger_flow(make_config(tmp_path, flow_type))
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     plugin = SessionPlugin([flow], store=store)
     own = await _own_client(client, plugin)
@@ -114,7 +114,7 @@ async def test_a_long_message_through_an_own_client_uses_the_plugin_s_store(
 async def test_a_worker_plugin_without_the_session_converter_says_how_to_fix_it(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     config = client.service_client.config
     plain = await Client.connect(config.target_host, namespace=client.namespace)
@@ -129,7 +129,7 @@ async def test_a_worker_plugin_without_the_session_converter_says_how_to_fix_it(
 
 
 def test_a_plugin_with_flows_needs_a_store(tmp_path: Path, flow_type: str) -> None:
-    flow = ledger_flow(make_config(tmp_path, flow_type))
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
     with pytest.raises(UserError, match="needs `store=`"):
         SessionPlugin([flow])
     with pytest.raises(UserError, match="served once"):

@@ -10,7 +10,6 @@ while a segment waits to write its turn. Side effects are counted in a ledger.
 
 from __future__ import annotations
 
-from support import SUPPORT_DIR
 import asyncio
 import hashlib
 import os
@@ -21,7 +20,6 @@ from pathlib import Path
 
 import pytest
 from temporalio.client import Client
-from support.topology_flow import make_flow
 
 from dex_agents.postgres import PostgresRuntimeStore
 from dex_agents.s3 import S3MediaStore
@@ -29,8 +27,10 @@ from dex_agents.session._media import ImageReference
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
 from dex_agents.testing._postgres_server import PostgresTestServer
+from support import SUPPORT_DIR
 from support.moto_s3 import MotoS3, moto_s3
 from support.postgres_support import postgres_or_skip
+from support.topology_flow import make_flow
 
 FLOW_FILE = SUPPORT_DIR / "topology_flow.py"
 SESSIONS = 20

@@ -14,7 +14,6 @@ import os
 from pathlib import Path
 
 import pytest
-from support.session_harness import make_config
 from temporalio.client import Client, WorkflowHistory
 from temporalio.worker import Replayer
 
@@ -22,6 +21,7 @@ from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, SessionPlugin, create_worker
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import ledger_config
 from support.webhook_receiver import Receiver, receiver
 
 HISTORIES = Path(__file__).parent.parent / "histories"
@@ -54,7 +54,7 @@ def _flow(tmp_path: Path, webhook_url: str = "http://127.0.0.1:9/replay-only"):
     # Every label replays on these options: a spend limit no earlier scenario
     # reaches, and approvals told to a webhook (the replayer runs no activity).
     return ledger_flow(
-        make_config(
+        ledger_config(
             tmp_path, FLOW_TYPE, spend_limit=SPEND_LIMIT, webhook_url=webhook_url
         )
     )

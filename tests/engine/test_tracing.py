@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from opentelemetry.trace import SpanKind, StatusCode
-from support.session_harness import Harness
 
 from dex_agents.otel._spans import chat_span_attributes
 from dex_agents.session._usage import ModelCallMetadata, Usage
+from support.session_harness import Harness
 from support.tracing_support import span_exporter
 
 

@@ -13,7 +13,6 @@ import json
 import shutil
 from pathlib import Path
 
-from support.session_harness import make_config
 from temporalio.api.common.v1 import Payload
 from temporalio.client import Client
 from temporalio.common import RawValue
@@ -22,6 +21,7 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import ledger_config
 
 CARRIED = Path(__file__).parent.parent / "carried_states"
 
@@ -47,7 +47,7 @@ def _store(tmp_path: Path) -> SQLiteRuntimeStore:
 async def test_a_session_waiting_for_approval_under_0_1_0_runs_its_write_once(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type)
+    config = ledger_config(tmp_path, flow_type)
     flow = ledger_flow(config)
     store = _store(tmp_path)
     sessions = SessionClient(client, flow, store)
@@ -89,7 +89,7 @@ async def test_a_session_waiting_for_approval_under_0_1_0_runs_its_write_once(
 async def test_an_idle_session_carried_by_0_1_0_keeps_its_turns_note_and_interrupts(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type)
+    config = ledger_config(tmp_path, flow_type)
     flow = ledger_flow(config)
     store = _store(tmp_path)
     sessions = SessionClient(client, flow, store)

@@ -56,12 +56,12 @@ from mcp.types import (
     ToolAnnotations,
 )
 
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._hermetic import (
     bundled_cli_path,
     hermetic_cli_env,
     is_scrubbed_variable,
 )
-from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 from support.fake_cli import (
     FAKE_CLAUDE_GATE_DIR_ENV,

@@ -8,15 +8,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from opentelemetry.trace import SpanKind
+from temporalio.client import Client
+
 from support.adapter_rows_agent import (
     FORBIDDEN_PREFIX,
     RUN_MODEL_ATTEMPTS,
     TOOL_ATTEMPTS,
     rows_agent,
 )
-from opentelemetry.trace import SpanKind
-from temporalio.client import Client
-
 from support.tracing_support import span_exporter
 
 

@@ -8,13 +8,14 @@ from typing import Any
 
 import pytest
 from claude_agent_sdk import ToolAnnotations, tool
-from support.claude_rig import ClaudeRig, cli_processes_in
 from temporalio.client import Client
 
 from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session_flow
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import WorkerProcess
+from support.claude_rig import ClaudeRig
+from support.processes import cli_processes_in
 
 pytestmark = [
     pytest.mark.timeout(240),
@@ -137,7 +138,10 @@ async def test_a_cancel_while_an_approval_waits_closes_it_through_the_real_cli(
 
 
 async def test_a_cancel_from_a_second_client_while_the_turns_worker_is_killed(
-    claude_rig: ClaudeRig, client: Client, engine: EmbeddedEngine, worker: WorkerProcess
+    claude_rig: ClaudeRig,
+    client: Client,
+    engine: EmbeddedEngine,
+    example_worker: WorkerProcess,
 ) -> None:
     flow = claude_rig.example.flow
     store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
@@ -145,11 +149,11 @@ async def test_a_cancel_from_a_second_client_while_the_turns_worker_is_killed(
     sid = "real-cli-cancel-worker-killed"
     await sessions.start(sid, initial_message="dex-script: say never ;; pause held")
     await claude_rig.api.wait_paused("held", timeout=60)
-    worker.kill()  # SIGKILL: the worker that runs the segment is gone
+    example_worker.kill()  # SIGKILL: the worker that runs the segment is gone
     assert await _gone(_cwd(claude_rig, sid)) == []  # its CLI died with it
 
     other = SessionClient(await engine.client(), flow, store)  # a second client
-    worker.start()  # another worker takes the session
+    example_worker.start()  # another worker takes the session
     assert await other.cancel_turn(sid, reason="stop", cancelled_by="ops")
 
     snap = await other.wait_for_idle(sid)

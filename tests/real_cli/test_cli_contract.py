@@ -30,10 +30,10 @@ from claude_agent_sdk import (
 )
 from pydantic import JsonValue
 
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.claude import _process
 from dex_agents.claude._transcript import kept_entries
 from dex_agents.testing import _hermetic
-from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 CONTINUE = "Continue from where you left off."
@@ -130,7 +130,7 @@ def test_one_variable_names_the_cli_of_the_tests_and_of_the_adapter(
 
 async def test_the_cli_under_test_is_the_one_that_answers(
     cli_path: Path,
-    cli_env: dict[str, str],
+    real_cli_env: dict[str, str],
     tmp_path: Path,
     api: MockMessagesApi,
     proxy: RefusingProxy,
@@ -147,7 +147,7 @@ async def test_the_cli_under_test_is_the_one_that_answers(
     cwd = tmp_path / "w"
     cwd.mkdir()
     options = ClaudeAgentOptions(
-        cli_path=cli_path, env=cli_env, setting_sources=[], tools=[], cwd=cwd
+        cli_path=cli_path, env=real_cli_env, setting_sources=[], tools=[], cwd=cwd
     )
     messages = [m async for m in query(prompt="dex-script: say hi", options=options)]
     [init] = [
@@ -162,7 +162,7 @@ async def test_the_cli_under_test_is_the_one_that_answers(
 
 async def test_next_turn_after_a_resumed_call_sees_the_whole_history(
     cli_path: Path,
-    cli_env: dict[str, str],
+    real_cli_env: dict[str, str],
     tmp_path: Path,
     api: MockMessagesApi,
     proxy: RefusingProxy,
@@ -182,7 +182,7 @@ async def test_next_turn_after_a_resumed_call_sees_the_whole_history(
     def options(**kwargs: Any) -> ClaudeAgentOptions:
         return ClaudeAgentOptions(
             cli_path=cli_path,
-            env=cli_env,
+            env=real_cli_env,
             setting_sources=[],
             tools=[],
             cwd=cwd,

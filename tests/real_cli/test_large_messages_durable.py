@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions
-from support.claude_rig import ClaudeRig
 from pydantic import JsonValue
 from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
@@ -40,6 +39,7 @@ from dex_agents.session._blob import blob_reference
 from dex_agents.session._pending import INLINE_TEXT_LIMIT, MAX_USER_MESSAGE_BYTES
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
+from support.claude_rig import ClaudeRig
 
 pytestmark = pytest.mark.timeout(240)
 

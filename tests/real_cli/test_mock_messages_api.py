@@ -8,12 +8,12 @@ import httpx
 import pytest
 from pydantic import JsonValue
 
+from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._hermetic import (
     DUMMY_API_KEY,
     bundled_cli_path,
     hermetic_cli_env,
 )
-from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from support.claude_rig import ClaudeRig
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
+from support.claude_rig import ClaudeRig
 
 
 async def test_support_agent_example(claude_rig: ClaudeRig, client: Client) -> None:

@@ -82,13 +82,13 @@ def lookup_server(calls: list[dict[str, Any]]) -> Any:
 
 async def test_say_hello(
     cli_path: Path,
-    cli_env: dict[str, str],
+    real_cli_env: dict[str, str],
     tmp_path: Path,
     api: MockMessagesApi,
     proxy: RefusingProxy,
 ) -> None:
     messages = await run(
-        "dex-script: say hello", options(cli_path, cli_env, tmp_path / "w")
+        "dex-script: say hello", options(cli_path, real_cli_env, tmp_path / "w")
     )
     result = result_of(messages)
     assert result.result == "said: hello"
@@ -106,7 +106,7 @@ async def test_say_hello(
 
 async def test_custom_tool_runs_once(
     cli_path: Path,
-    cli_env: dict[str, str],
+    real_cli_env: dict[str, str],
     tmp_path: Path,
     api: MockMessagesApi,
     proxy: RefusingProxy,
@@ -114,7 +114,7 @@ async def test_custom_tool_runs_once(
     calls: list[dict[str, Any]] = []
     opts = options(
         cli_path,
-        cli_env,
+        real_cli_env,
         tmp_path / "w",
         mcp_servers={"tools": lookup_server(calls)},
         hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[allow])]},
@@ -130,7 +130,7 @@ async def test_custom_tool_runs_once(
 
 async def test_two_calls_in_one_reply(
     cli_path: Path,
-    cli_env: dict[str, str],
+    real_cli_env: dict[str, str],
     tmp_path: Path,
     api: MockMessagesApi,
     proxy: RefusingProxy,
@@ -138,7 +138,7 @@ async def test_two_calls_in_one_reply(
     calls: list[dict[str, Any]] = []
     opts = options(
         cli_path,
-        cli_env,
+        real_cli_env,
         tmp_path / "w",
         mcp_servers={"tools": lookup_server(calls)},
         hooks={"PreToolUse": [HookMatcher(matcher=None, hooks=[allow])]},
@@ -164,7 +164,7 @@ async def test_two_calls_in_one_reply(
 
 async def test_recall_across_a_resumed_session(
     cli_path: Path,
-    cli_env: dict[str, str],
+    real_cli_env: dict[str, str],
     tmp_path: Path,
     api: MockMessagesApi,
     proxy: RefusingProxy,
@@ -173,7 +173,7 @@ async def test_recall_across_a_resumed_session(
     first = result_of(
         await run(
             "dex-script: say one",
-            options(cli_path, cli_env, tmp_path / "w", session_store=store),
+            options(cli_path, real_cli_env, tmp_path / "w", session_store=store),
         )
     )
     assert first.result == "said: one"
@@ -182,7 +182,7 @@ async def test_recall_across_a_resumed_session(
             "dex-script: recall",
             options(
                 cli_path,
-                cli_env,
+                real_cli_env,
                 tmp_path / "w",
                 session_store=store,
                 resume=first.session_id,

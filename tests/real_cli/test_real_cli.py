@@ -16,7 +16,6 @@ from claude_agent_sdk import (
     HookMatcher,
     tool,
 )
-from support.claude_harness import Hermetic, Ledger, Reject, SessionDriver, runner_for
 from pydantic import JsonValue
 
 from dex_agents._errors import SessionError
@@ -24,6 +23,7 @@ from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.session import ToolCallsRequested, ToolPolicy
 from dex_agents.stores import DirectoryMediaStore
+from support.claude_harness import Hermetic, Ledger, Reject, SessionDriver, runner_for
 
 CONTINUE = "Continue from where you left off."
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from support.claude_harness import Approval, Hermetic, SessionDriver
 from pydantic import JsonValue
 
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
@@ -19,6 +18,7 @@ from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session import ToolCall, ToolCallsRequested, ToolPolicy
 from dex_agents.testing import Ledger
 from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
+from support.claude_harness import Approval, Hermetic, SessionDriver
 
 
 def _blocks(message: JsonValue) -> list[dict[str, Any]]:

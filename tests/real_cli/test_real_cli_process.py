@@ -1,6 +1,5 @@
 """What happens to the real CLI when a segment fails, is cancelled, or loses its worker."""
 
-from support import TESTS_DIR
 import asyncio
 import os
 import signal
@@ -12,10 +11,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.claude_harness import Hermetic, Ledger, SessionDriver, runner_for
 
 from dex_agents._errors import SessionError
 from dex_agents.claude import _process
+from support import TESTS_DIR
+from support.claude_harness import Hermetic, Ledger, SessionDriver, runner_for
+from support.processes import cli_processes_in
 
 LAUNCHERS = ["util-linux", "python"]
 """How the CLI is started: `sh` + `setsid` + `setpriv`, or the Python launcher (fallback)."""
@@ -43,23 +44,9 @@ def launcher(
     assert all(word in script for script in scripts), scripts
 
 
-def processes_in(cwd: Path) -> list[int]:
-    """PIDs of processes whose working directory is `cwd`."""
-    found: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if (entry / "cwd").readlink() == cwd:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 async def wait_until_gone(cwd: Path, timeout: float = 10) -> list[int]:
     deadline = time.monotonic() + timeout
-    while (left := processes_in(cwd)) and time.monotonic() < deadline:
+    while (left := cli_processes_in(cwd)) and time.monotonic() < deadline:
         await asyncio.sleep(0.05)
     return left
 
@@ -84,7 +71,7 @@ async def test_a_cancelled_attempt_kills_the_cli(
     task = asyncio.create_task(driver.turn("dex-script: say hi ;; pause g1"))
     try:
         await hermetic.api.wait_paused("g1")
-        assert processes_in(cwd), "the CLI should be running in the segment's cwd"
+        assert cli_processes_in(cwd), "the CLI should be running in the segment's cwd"
         _assert_launched_by(cwd, launcher)
         started = time.monotonic()
         task.cancel()
@@ -135,7 +122,7 @@ async def test_the_cli_dies_with_a_sigkilled_worker(
     )
     try:
         await hermetic.api.wait_paused("g2", timeout=60)
-        assert processes_in(cwd)
+        assert cli_processes_in(cwd)
         _assert_launched_by(cwd, launcher)
         worker.send_signal(signal.SIGKILL)
         worker.wait(timeout=10)
@@ -149,5 +136,5 @@ async def test_the_cli_dies_with_a_sigkilled_worker(
 def _assert_launched_by(cwd: Path, launcher: str) -> None:
     """The CLI leads its own process group (both launchers call setsid)."""
     del launcher
-    (pid,) = processes_in(cwd)
+    (pid,) = cli_processes_in(cwd)
     assert os.getpgid(pid) == pid

@@ -11,7 +11,6 @@ import hashlib
 from pathlib import Path
 
 import pytest
-from support.session_harness import make_config
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.common import RawValue
@@ -23,6 +22,7 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
+from support.session_harness import ledger_config
 
 CARRIED_LIMIT = 64 * 1024
 EVENT_LIMIT = 256 * 1024
@@ -57,7 +57,7 @@ def _rig(
     client: Client, tmp_path: Path, flow_type: str, **overrides: object
 ) -> tuple[LedgerFlowConfig, AgentSessionFlow, SQLiteRuntimeStore, SessionClient]:
     """A ledger flow (with `overrides` in its config), its store and a session client."""
-    config = make_config(tmp_path, flow_type, **overrides)
+    config = ledger_config(tmp_path, flow_type, **overrides)
     flow = ledger_flow(config)
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     return config, flow, store, SessionClient(client, flow, store)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from support.session_harness import Harness
 
 from dex_agents import InvalidArgumentError
+from support.session_harness import Harness
 
 pytestmark = pytest.mark.timeout(120)
 

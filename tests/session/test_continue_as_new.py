@@ -5,13 +5,11 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from support.session_harness import make_config
 from temporalio.client import Client
 
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal import create_worker
 from dex_agents.testing import Ledger
-from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import ledger_session
 
 
 async def _runs(client: Client, session_id: str) -> int:
@@ -21,10 +19,9 @@ async def _runs(client: Client, session_id: str) -> int:
 async def test_pending_approval_survives_continue_as_new(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type, continue_as_new_after_events=12)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = ledger_session(
+        client, tmp_path, flow_type, continue_as_new_after_events=12
+    )
     sid = "can-approval"
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message="say warm up")
@@ -57,10 +54,9 @@ async def test_pending_approval_survives_continue_as_new(
 async def test_concurrent_updates_across_continue_as_new_are_delivered_once(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type, continue_as_new_after_events=40)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = ledger_session(
+        client, tmp_path, flow_type, continue_as_new_after_events=40
+    )
     sid = "can-updates"
     texts = [f"say message {n:02d}" for n in range(30)]
     async with create_worker(client, [flow], store=store):

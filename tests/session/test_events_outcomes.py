@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from click.testing import CliRunner, Result
-from support.session_harness import Harness, make_config
 
 from dex_agents.cli._app import main
 from dex_agents.session import ToolCallFinishedEvent, event_payload
@@ -32,6 +31,8 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.gates import gate_reached, open_gate
+from support.session_harness import Harness, ledger_config
 
 STARTED = datetime.now(UTC) - timedelta(minutes=1)
 
@@ -163,12 +164,10 @@ class KillRig:
     gate_dir: Path
 
     async def reached(self, gate: str, timeout: float = 30.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not (self.gate_dir / f"{gate}.reached").exists():
-                await asyncio.sleep(0.02)
+        await gate_reached(self.gate_dir, gate, timeout)
 
     def open_gate(self, gate: str) -> None:
-        (self.gate_dir / gate).write_text("")
+        open_gate(self.gate_dir, gate)
 
     async def run(self, *args: str) -> Result:
         """`dex-agents ARGS` against this rig's server and store, off the loop."""
@@ -183,7 +182,7 @@ async def kill_rig(
 ) -> AsyncIterator[KillRig]:
     """A worker subprocess on the run's dev server, which a test may SIGKILL."""
     client = await engine.client()
-    config = make_config(tmp_path, flow_type)
+    config = ledger_config(tmp_path, flow_type)
     store_path = tmp_path / "runtime.sqlite"
     store = SQLiteRuntimeStore(store_path)
     worker = WorkerProcess(

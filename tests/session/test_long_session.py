@@ -6,22 +6,19 @@ import statistics
 from pathlib import Path
 
 import pytest
-from support.session_harness import make_config
 from temporalio.client import Client
 
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
-from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.temporal import create_worker
+from support.session_harness import ledger_session
 
 
 @pytest.mark.timeout(600)
 async def test_300_turns_continue_as_new_and_history_per_turn_is_flat(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = make_config(tmp_path, flow_type, continue_as_new_after_events=600)
-    flow = ledger_flow(config)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
+    config, flow, store, sessions = ledger_session(
+        client, tmp_path, flow_type, continue_as_new_after_events=600
+    )
     sid = "long-session"
     handle = client.get_workflow_handle(sid)
     growth: list[tuple[int, int]] = []  # (turn, bytes added) within one run

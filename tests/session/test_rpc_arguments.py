@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from support.session_harness import Harness
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -36,6 +35,7 @@ from dex_agents import (
 from dex_agents.temporal import SessionClient
 from dex_agents.temporal._arguments import INVALID_ARGUMENT, MAX_ID_BYTES
 from dex_agents.temporal._client import _update_errors  # pyright: ignore[reportPrivateUsage]
+from support.session_harness import Harness
 
 # A module mark: pytest-timeout reads the limit before fixtures run.
 pytestmark = pytest.mark.timeout(600)

@@ -10,7 +10,6 @@ import asyncio
 import uuid
 
 import pytest
-from support.session_harness import Harness
 from temporalio import workflow
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
@@ -20,6 +19,7 @@ from dex_agents import UserError
 from dex_agents.session._usage import Usage
 from dex_agents.temporal import AgentSnapshot, SessionClient
 from dex_agents.temporal._models import SessionInput, UserMessageInput
+from support.session_harness import Harness
 
 
 async def _update_names(client: Client, session_id: str) -> list[str]:

@@ -7,13 +7,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.session_harness import Harness, make_config
 from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions, UnknownInterruptError, UserError
 from dex_agents.temporal import SessionClient, create_agent_session_flow
 from dex_agents.testing import ScriptedRunner
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import Harness, ledger_config
 
 
 async def test_say_turn_completes_and_snapshot_holds_messages(harness: Harness) -> None:
@@ -179,7 +179,7 @@ async def test_a_session_id_held_by_another_flow_type_is_a_clear_error(
     sid = harness.session_id()
     await harness.sessions.start(sid, initial_message="say first")
     await harness.sessions.wait_for_idle(sid)
-    other = ledger_flow(make_config(tmp_path, f"Other{uuid.uuid4().hex[:8]}"))
+    other = ledger_flow(ledger_config(tmp_path, f"Other{uuid.uuid4().hex[:8]}"))
     # Without the check this would wait forever: no worker serves the other type.
     async with asyncio.timeout(20):
         with pytest.raises(UserError, match=f"session '{sid}' already exists as a"):

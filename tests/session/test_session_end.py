@@ -6,7 +6,6 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from support.session_harness import Harness
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Replayer
 
@@ -15,6 +14,7 @@ from dex_agents.session import event_payload
 from dex_agents.session._events import SessionEndedEvent
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionPlugin
+from support.session_harness import Harness
 
 
 async def _gate_reached(harness: Harness, gate: str) -> None:

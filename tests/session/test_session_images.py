@@ -6,7 +6,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from support.session_harness import Harness
 from temporalio.client import Client
 
 from dex_agents import UserError
@@ -16,6 +15,7 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.stores._media import InMemoryMediaStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
 from dex_agents.testing import ScriptedRunner
+from support.session_harness import Harness
 
 
 async def _reference() -> ImageReference:

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from support.session_harness import Harness, make_config
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowExecutionStatus
 
-from dex_agents.session import AgentSessionOptions
+from dex_agents.session import (
+    AgentSessionOptions,
+)
 from dex_agents.session._events import EventRecord
+from dex_agents.session._usage import Usage
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal import (
+    SessionClient,
+    create_agent_session_flow,
+    create_worker,
+)
+from dex_agents.testing import ScriptedRunner
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import Harness, RecordingRunner, flow_around, ledger_config
 
 
 async def test_idempotent_write_retries_with_the_same_key(harness: Harness) -> None:
@@ -142,11 +151,8 @@ async def test_events_can_be_followed_while_the_turn_runs(harness: Harness) -> N
 async def test_spend_limit_pauses_before_the_next_segment(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    from dataclasses import replace
 
-    from dex_agents.temporal import create_agent_session_flow
-
-    base = ledger_flow(make_config(tmp_path, flow_type))
+    base = ledger_flow(ledger_config(tmp_path, flow_type))
     flow = create_agent_session_flow(
         base.runner, flow_type, replace(base.options, spend_limit=0.0015)
     )
@@ -172,12 +178,9 @@ async def test_spend_limit_pauses_before_the_next_segment(
 async def test_run_model_limit_bounds_a_segment(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    from dataclasses import replace
     from datetime import timedelta
 
-    from dex_agents.temporal import create_agent_session_flow
-
-    base = ledger_flow(make_config(tmp_path, flow_type))
+    base = ledger_flow(ledger_config(tmp_path, flow_type))
     flow = create_agent_session_flow(
         base.runner,
         flow_type,
@@ -211,11 +214,8 @@ async def test_a_bug_in_a_runner_s_message_builder_fails_the_turn_not_the_sessio
 ) -> None:
     """The runner's message builder runs in RunModel (not in workflow code), so a bug
     there fails that turn's attempts like any runner error, and the session lives on."""
-    from temporalio.client import WorkflowExecutionStatus
 
     from dex_agents.session import JsonObject
-    from dex_agents.temporal import create_agent_session_flow
-    from dex_agents.testing import ScriptedRunner
 
     class BuggyRunner(ScriptedRunner):
         def build_user_message(self, text: str) -> JsonObject:
@@ -239,3 +239,120 @@ async def test_a_bug_in_a_runner_s_message_builder_fails_the_turn_not_the_sessio
         status = (await client.get_workflow_handle("buggy").describe()).status
         assert status == WorkflowExecutionStatus.RUNNING
     await store.close()
+
+
+async def test_always_failing_segment_runs_run_model_attempts_then_fails_with_a_note(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    config = ledger_config(tmp_path, flow_type)
+    runner = RecordingRunner(config)
+    # 4, not the default 3: the count must come from the option.
+    flow = flow_around(
+        tmp_path,
+        flow_type,
+        runner,
+        run_model_attempts=4,
+        retry_interval=timedelta(milliseconds=50),
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        await sessions.start("audit-eng-c25-attempts", initial_message="fail")
+        failed = await sessions.wait_for_idle("audit-eng-c25-attempts")
+        assert runner.attempts == [("turn-1/run_model/1", n) for n in (1, 2, 3, 4)]
+        await sessions.send_user_message("audit-eng-c25-attempts", "say after")
+        snap = await sessions.wait_for_idle("audit-eng-c25-attempts")
+    await store.close()
+    (turn,) = failed.turns
+    assert turn.status == "failed"
+    # The last attempt's error (Temporal's ApplicationError text names its type).
+    assert turn.error == "SessionError: scripted failure (attempt 4)"
+    assert failed.transcript_head is None  # no failed attempt became the head
+    assert failed.usage == Usage()
+    # No fifth attempt ran later, and the next turn ran one attempt.
+    assert runner.attempts[4:] == [("turn-2/run_model/1", 1)]
+    # The failure note reached the next turn's model and the transcript.
+    assert snap.turns[1].final_text == "said: after (after 1 failure note(s))"
+    notes = [m for m in snap.messages if m.role == "note"]
+    assert [n.text for n in notes] == [
+        "The previous turn (turn-1) failed: SessionError: scripted failure (attempt 4)\n"
+        "No tool call ran before it failed."
+    ]
+
+
+def _total(usages: list[Usage]) -> Usage:
+    total = Usage()
+    for usage in usages:
+        total = total + usage
+    return total
+
+
+async def test_turn_usage_sums_its_segments_and_session_usage_sums_its_turns(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    config = ledger_config(tmp_path, flow_type)
+    runner = RecordingRunner(config, distinct_usage=True)
+    flow = flow_around(tmp_path, flow_type, runner)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = "audit-eng-c27-usage"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="say one")
+        await sessions.wait_for_idle(sid)
+        await sessions.send_user_message(sid, 'call create_refund {"orderId": "27"}')
+        waiting = await sessions.wait_for_idle(sid)
+        (interrupt,) = waiting.pending_interrupts
+        await sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
+        await sessions.wait_for_idle(sid)
+        await sessions.send_user_message(sid, "say three")
+        snap = await sessions.wait_for_idle(sid)
+        projected = await store.get_snapshot(sid)
+    await store.close()
+    seg = runner.segment_usage
+    assert list(seg) == [
+        "turn-1/run_model/1",
+        "turn-2/run_model/1",
+        "turn-2/run_model/2",  # the segment resumed after the approved write
+        "turn-3/run_model/1",
+    ]
+    assert len(set(seg.values())) == 4  # every segment reported its own usage
+    assert [t.status for t in snap.turns] == ["completed"] * 3
+    assert snap.turns[1].tool_calls[0].status == "finished"
+    # While the write waited for approval, the turn held its first segment only.
+    assert waiting.turns[1].usage == seg["turn-2/run_model/1"]
+    assert waiting.usage == seg["turn-1/run_model/1"] + seg["turn-2/run_model/1"]
+    # Each turn is the sum of its segments...
+    assert [t.usage for t in snap.turns] == [
+        seg["turn-1/run_model/1"],
+        seg["turn-2/run_model/1"] + seg["turn-2/run_model/2"],
+        seg["turn-3/run_model/1"],
+    ]
+    assert snap.turns[1].usage == Usage(
+        input_tokens=201 + 301,
+        output_tokens=23 + 33,
+        cached_input_tokens=14 + 21,
+        reasoning_tokens=2 + 3,
+        model_calls=2 + 3,
+        cost_usd=0.25 + 0.375,
+    )
+    # ...and the session is the sum of its turns (and of every segment).
+    assert snap.usage == _total([t.usage for t in snap.turns])
+    assert snap.usage == _total(list(seg.values()))
+    assert snap.usage == Usage(  # segments n = 1..4, spelled out
+        input_tokens=1004,
+        output_tokens=112,
+        cached_input_tokens=70,
+        reasoning_tokens=10,
+        model_calls=10,
+        cost_usd=1.25,
+    )
+    # The store's projection of the snapshot says the same.
+    assert projected is not None
+    assert projected["usage"] == {
+        "input_tokens": snap.usage.input_tokens,
+        "output_tokens": snap.usage.output_tokens,
+        "cached_input_tokens": snap.usage.cached_input_tokens,
+        "reasoning_tokens": snap.usage.reasoning_tokens,
+        "model_calls": snap.usage.model_calls,
+        "cost_usd": snap.usage.cost_usd,
+    }

@@ -7,11 +7,13 @@ record; a completed turn's messages are committed after its prompt.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest_asyncio
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, ToolAnnotations, tool
 
 from dex_agents._errors import ToolExecutionError
@@ -33,7 +35,9 @@ from dex_agents.session._media import ImageReference
 from dex_agents.session._policy import idempotency_key
 from dex_agents.session._records import ToolRecord, current_deferred_tool_execution
 from dex_agents.session._runner import ResumeState
+from dex_agents.testing._hermetic import hermetic_cli_env
 from dex_agents.testing._refusing_proxy import RefusingProxy
+from support.fake_cli import fake_claude_cli_path
 
 
 class RecordingSink:
@@ -274,3 +278,58 @@ def runner_for(
             tool_policies={"create_refund": ToolPolicy(effect="non_idempotent_write")},
         )
     )
+
+
+@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
+async def hermetic(
+    tmp_path: Path,
+    scrubbed_environ: None,
+    cli_path: Path,
+    api: MockMessagesApi,
+    proxy: RefusingProxy,
+) -> AsyncIterator[Hermetic]:
+    """The bundled CLI's hermetic world: every scripted reply must be served."""
+    yield Hermetic(
+        api=api,
+        proxy=proxy,
+        env=hermetic_cli_env(tmp_path, api=api, proxy=proxy),
+        base=tmp_path,
+    )
+    assert api.unserved == [], api.unserved
+
+
+def fake_options(base: Path, **overrides: object) -> ClaudeAgentOptions:
+    """Options for the fake CLI in `base/cwd`, Bash its only Claude Code tool."""
+    cwd = base / "cwd"
+    cwd.mkdir(parents=True, exist_ok=True)
+    values: dict[str, object] = {
+        "cli_path": str(fake_claude_cli_path()),
+        "cwd": str(cwd.resolve()),
+        "tools": ["Bash"],
+        "setting_sources": [],
+        "env": {},
+    }
+    values.update(overrides)
+    # Overrides are ClaudeAgentOptions fields; the kwargs are not typed per field.
+    return ClaudeAgentOptions(**values)  # pyright: ignore[reportArgumentType]
+
+
+def bash(command: str) -> str:
+    """The fake CLI's script for one Bash call running `command`."""
+    return f"dex-script: call Bash {json.dumps({'command': command})}"
+
+
+class PermissionRecorder:
+    """A `claude_code_tool_permission` that records what it was asked, and in which context."""
+
+    def __init__(self, answer: ToolPolicy | None) -> None:
+        self.answer = answer
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+        self.contexts: list[RunModelContext] = []
+
+    async def __call__(
+        self, context: RunModelContext, name: str, tool_input: dict[str, Any]
+    ) -> ToolPolicy | None:
+        self.contexts.append(context)
+        self.asked.append((name, dict(tool_input)))
+        return self.answer

@@ -1,14 +1,21 @@
-"""The support-agent rig shared by the durable Claude tests (a uniquely named module)."""
+"""The README's support agent on the dev server, the real CLI, the scripted API."""
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import pytest
+import pytest_asyncio
+
 from dex_agents.temporal import EmbeddedEngine
 from dex_agents.testing import MockMessagesApi, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing._hermetic import hermetic_cli_env
 from dex_agents.testing._refusing_proxy import RefusingProxy
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -21,19 +28,6 @@ class ClaudeRig:
     env: dict[str, str]
     tmp: Path
     example: ModuleType
-
-
-def cli_processes_in(cwd: Path) -> list[int]:
-    """PIDs of live processes whose working directory is `cwd` (the session's CLI)."""
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cwd").readlink() == cwd:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
 
 
 def worker_process(
@@ -54,3 +48,37 @@ def worker_process(
         rig.tmp,
         env=env,
     )
+
+
+@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
+async def claude_rig(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    cli_path: Path,
+    api: MockMessagesApi,
+    proxy: RefusingProxy,
+) -> AsyncIterator[ClaudeRig]:
+    """The example agent's module, with its CLI pointed at the scripted Messages API."""
+    env = hermetic_cli_env(tmp_path, api=api, proxy=proxy)
+    env["DEX_AGENTS_EXAMPLE_DB"] = str(tmp_path / "support.sqlite")
+    env["DEX_AGENTS_EXAMPLE_WORKDIR"] = str(tmp_path / "agents")
+    for name in list(os.environ):
+        if name not in env:
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    sys.modules.pop("support_agent", None)
+    support_agent = importlib.import_module("support_agent")
+
+    yield ClaudeRig(api=api, proxy=proxy, env=env, tmp=tmp_path, example=support_agent)
+    assert api.unserved == [], api.unserved
+
+
+@pytest.fixture
+def example_worker(
+    claude_rig: ClaudeRig, engine: EmbeddedEngine
+) -> Iterator[WorkerProcess]:
+    """A worker subprocess serving the example agent, on the rig's store; killable."""
+    with worker_process(claude_rig, engine, "support_agent:flow", EXAMPLES) as process:
+        yield process

@@ -38,3 +38,20 @@ def recorded_runs(log: Path) -> list[list[str]]:
     if not log.exists():
         return []
     return [json.loads(line) for line in log.read_text().splitlines()]
+
+
+def flag_value(argv: list[str], flag: str) -> str | None:
+    """The value of `--flag value` or `--flag=value`, else None."""
+    values = flag_values(argv, flag)
+    return values[0] if values else None
+
+
+def flag_values(argv: list[str], flag: str) -> list[str]:
+    """Every value of `--flag value` or `--flag=value` on `argv`."""
+    values: list[str] = []
+    for index, token in enumerate(argv):
+        if token == flag and index + 1 < len(argv):
+            values.append(argv[index + 1])
+        elif token.startswith(f"{flag}="):
+            values.append(token.removeprefix(f"{flag}="))
+    return values

@@ -13,17 +13,23 @@ import re
 import sys
 import time
 import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pexpect
+import pytest
+import pytest_asyncio
 from click.testing import CliRunner, Result
+from temporalio.client import Client
 
 from dex_agents.cli._app import main
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient
+from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import Ledger
-from dex_agents.testing._ledger_flow import LedgerFlowConfig
+from dex_agents.testing._ledger_flow import ledger_flow
+from support.session_harness import ledger_config
 
 HERE = Path(__file__).parent
 DEX_AGENTS = str(Path(sys.executable).parent / "dex-agents")
@@ -66,19 +72,9 @@ class Served:
         return await invoke(*args, *self.target)
 
 
-def flow_config(base: Path, flow_type: str) -> LedgerFlowConfig:
-    """The ledger flow that `tests/support/agents.py` builds from the same directory."""
-    (base / "gates").mkdir(parents=True, exist_ok=True)
-    return LedgerFlowConfig(
-        flow_type=flow_type,
-        ledger_path=str(base / "ledger.jsonl"),
-        gate_dir=str(base / "gates"),
-    )
-
-
 def agent_env(base: Path, flow_type: str) -> dict[str, str]:
     """The environment of a `dex-agents` process serving `tests/support/agents.py`."""
-    flow_config(base, flow_type)
+    ledger_config(base, flow_type)
     return {
         **os.environ,
         "PYTHONPATH": str(HERE),
@@ -184,3 +180,64 @@ def spawn(args: list[str], env: dict[str, str], cwd: Path) -> Term:
     )
     child.logfile_read = (cwd / f"pty-{args[0]}-{uuid.uuid4().hex[:6]}.log").open("w")
     return Term(child)
+
+
+@pytest.fixture
+def no_dex_agents_settings(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No developer setting may point a command elsewhere (CLI tests use it for every test)."""
+    for name in list(os.environ):
+        if name.startswith("DEX_AGENTS_"):
+            monkeypatch.delenv(name)
+
+
+@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
+async def served(
+    engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
+) -> AsyncIterator[Served]:
+    """A ledger flow with a worker in this process, on the run's dev server."""
+    config = ledger_config(tmp_path, flow_type)
+    flow = ledger_flow(config)
+    store_path = tmp_path / "runtime.sqlite"
+    store = await SQLiteRuntimeStore.open(store_path)
+    async with create_worker(client, [flow], store=store):
+        yield Served(
+            flow_type=flow_type,
+            sessions=SessionClient(client, flow, store),
+            store=store,
+            ledger=Ledger(config.ledger_path),
+            base=tmp_path,
+            target=["--state-dir", str(engine.state_dir), "--store", str(store_path)],
+        )
+    await store.close()
+
+
+@contextmanager
+def ledger_worker(
+    engine: EmbeddedEngine, base: Path, flow_type: str, agent: str = "agents:flow"
+) -> Iterator[Term]:
+    """`dex-agents worker` serving `agent` (a module of `tests/support/`), stopped on exit."""
+    child = spawn(
+        [
+            "worker",
+            "--agent",
+            agent,
+            "--state-dir",
+            str(engine.state_dir),
+            "--store",
+            str(base / "runtime.sqlite"),
+        ],
+        agent_env(base, flow_type),
+        base,
+    )
+    child.expect("ready")
+    yield child
+    child.stop()
+
+
+@pytest.fixture
+def cli_worker(
+    engine: EmbeddedEngine, tmp_path: Path, flow_type: str
+) -> Iterator[Term]:
+    """`dex-agents worker` serving the ledger flow on the run's dev server."""
+    with ledger_worker(engine, tmp_path, flow_type) as child:
+        yield child

@@ -19,11 +19,11 @@ from dex_agents.claude import (
 )
 from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session._tool_sources import SourceTool, ToolSource, ToolSourceContext
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal import SessionClient
 from dex_agents.testing import Ledger
 from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 from support.fake_cli import fake_claude_cli_path
+from support.session_harness import in_process_worker
 
 
 @dataclass(kw_only=True)
@@ -78,14 +78,8 @@ async def connector_agent(
             run_model_attempts=1,
         ),
     )
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    try:
-        async with create_worker(client, [flow], store=store):
-            yield ConnectorRig(
-                sessions=SessionClient(client, flow, store), ledger=Ledger(ledger_path)
-            )
-    finally:
-        await store.close()
+    async with in_process_worker(client, flow, tmp_path / "runtime.sqlite") as served:
+        yield ConnectorRig(sessions=served.sessions, ledger=Ledger(ledger_path))
 
 
 class SwitchableSource:

@@ -8,7 +8,6 @@ the shared `Ledger`, and the fake CLI waits at gates in the rig's gate directory
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import os
 from collections.abc import AsyncIterator
@@ -17,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from support.fake_suite_agent import BASH_LOG, CONFIG_ENV, SuiteConfig, build_flow
+import pytest
 from temporalio.client import Client
 
 from dex_agents.session._state import Interrupt
@@ -26,10 +25,12 @@ from dex_agents.temporal import (
     AgentSnapshot,
     EmbeddedEngine,
     SessionClient,
-    create_worker,
 )
 from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
 from support.fake_cli import with_support_importable
+from support.fake_suite_agent import BASH_LOG, CONFIG_ENV, SuiteConfig, build_flow
+from support.gates import gate_reached, open_gate
+from support.session_harness import in_process_worker
 
 AGENT_FILE = Path(__file__).with_name("fake_suite_agent.py")
 """Where a worker subprocess finds the agent (`flow_ref` by file path)."""
@@ -79,14 +80,11 @@ class SuiteRig:
 
     async def reached(self, gate: str, timeout: float = 60.0) -> None:
         """Wait until something stopped at `gate`."""
-        async with asyncio.timeout(timeout):
-            while not (self.gate_dir / f"{gate}.reached").exists():
-                await asyncio.sleep(0.02)
+        await gate_reached(self.gate_dir, gate, timeout)
 
     def open_gate(self, gate: str) -> None:
         """Let whatever waits at `gate` go on (and pass it at once from now on)."""
-        self.gate_dir.mkdir(parents=True, exist_ok=True)
-        (self.gate_dir / gate).touch()
+        open_gate(self.gate_dir, gate)
 
     async def interrupt(self, session_id: str) -> Interrupt:
         """The one approval the idle session waits for."""
@@ -130,16 +128,11 @@ async def in_process(env: SuiteEnv, **changes: Any) -> AsyncIterator[SuiteRig]:
     """The agent served by a worker inside the test process."""
     config = env.config(**changes)
     flow = build_flow(config)
-    store = SQLiteRuntimeStore(env.tmp_path / "runtime.sqlite")
-    try:
-        async with create_worker(env.client, [flow], store=store):
-            yield SuiteRig(
-                config=config,
-                sessions=SessionClient(env.client, flow, store),
-                ledger=Ledger(config.ledger_path),
-            )
-    finally:
-        await store.close()
+    store_path = env.tmp_path / "runtime.sqlite"
+    async with in_process_worker(env.client, flow, store_path) as served:
+        yield SuiteRig(
+            config=config, sessions=served.sessions, ledger=Ledger(config.ledger_path)
+        )
 
 
 @asynccontextmanager
@@ -171,15 +164,11 @@ async def worker_process(env: SuiteEnv, **changes: Any) -> AsyncIterator[SuiteRi
         await store.close()
 
 
-def cli_processes_in(cwd: Path) -> list[int]:
-    """PIDs of live processes whose working directory is `cwd` (a session's CLI)."""
-    resolved = cwd.resolve()
-    pids: list[int] = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if (entry / "cwd").readlink() == resolved:
-                    pids.append(int(entry.name))
-            except OSError:
-                continue
-    return pids
+@pytest.fixture
+def suite(
+    engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
+) -> SuiteEnv:
+    """The shared dev server, a fresh flow type (and task queue), a temp dir."""
+    return SuiteEnv(
+        engine=engine, client=client, tmp_path=tmp_path, flow_type=flow_type
+    )

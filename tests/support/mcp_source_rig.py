@@ -24,9 +24,9 @@ from dex_agents.connectors import (
     MCPServerToolSource,
 )
 from dex_agents.session import DeferredToolExecution, ToolCall, ToolPolicy
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal import SessionClient
 from support.fake_cli import fake_claude_cli_path
+from support.session_harness import in_process_worker
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_ledger_server.py")
 TOKEN = "Bearer test-token"
@@ -124,9 +124,5 @@ async def mcp_agent(
             run_model_attempts=1,
         ),
     )
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    try:
-        async with create_worker(client, [flow], store=store):
-            yield SessionClient(client, flow, store)
-    finally:
-        await store.close()
+    async with in_process_worker(client, flow, tmp_path / "runtime.sqlite") as served:
+        yield served.sessions

@@ -25,3 +25,10 @@ def postgres_or_skip() -> Iterator[PostgresTestServer]:
         pytest.skip(str(e))
     with server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresTestServer]:
+    """One throwaway cluster for the run; `.ci/run` sets DEX_AGENTS_POSTGRES_REQUIRED=1 so CI cannot skip."""
+    with postgres_or_skip() as server:
+        yield server

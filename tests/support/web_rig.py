@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest_asyncio
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
@@ -21,6 +22,8 @@ from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 from dex_agents.web import WebOptions, create_app
 from dex_agents.web._server import serving
 from dex_agents.web._tokens import Role, Token, TokenSet, hash_token
+from support.gates import gate_reached, open_gate
+from support.session_harness import ledger_config
 
 ROLE_TOKENS: dict[Role, str] = {
     "read": "tok-reader-secret",
@@ -57,17 +60,6 @@ def bearer(role: Role | None) -> dict[str, str]:
     return {} if role is None else {"Authorization": f"Bearer {ROLE_TOKENS[role]}"}
 
 
-def ledger_config(tmp_path: Path, flow_type: str, **overrides: Any) -> LedgerFlowConfig:
-    gate_dir = tmp_path / "gates"
-    gate_dir.mkdir(exist_ok=True)
-    return LedgerFlowConfig(
-        flow_type=flow_type,
-        ledger_path=str(tmp_path / "ledger.jsonl"),
-        gate_dir=str(gate_dir),
-        **overrides,
-    )
-
-
 @dataclass
 class WebRig:
     """A served app over a ledger flow with a running worker."""
@@ -84,12 +76,10 @@ class WebRig:
         return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
     def open_gate(self, name: str) -> None:
-        (self.gate_dir / name).write_text("")
+        open_gate(self.gate_dir, name)
 
     async def reached(self, gate: str, timeout: float = 30.0) -> None:
-        async with asyncio.timeout(timeout):
-            while not (self.gate_dir / f"{gate}.reached").exists():
-                await asyncio.sleep(0.02)
+        await gate_reached(self.gate_dir, gate, timeout)
 
     async def pending(self, session_id: str) -> str:
         """Start nothing; wait until the session waits for approval; its interrupt ID."""
@@ -187,3 +177,12 @@ async def serve_ledger(
             gate_dir=Path(config.gate_dir),
         )
     await store.close()
+
+
+@pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
+async def rig(client: Client, tmp_path: Path, flow_type: str) -> AsyncIterator[WebRig]:
+    """The ledger flow with an in-process worker, served by the app with role tokens."""
+    config = ledger_config(tmp_path, flow_type)
+    options = WebOptions(worker_timeout=5.0, wait_timeout=5.0)
+    async with serve_ledger(client, config, options=options) as served:
+        yield served

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.testing._refusing_proxy import RefusingProxy
+
 ROOT = Path(__file__).parents[2]
 UV = ROOT / ".venv" / "bin" / "uv"
 
@@ -94,3 +96,29 @@ def wheel_venv(factory: pytest.TempPathFactory) -> WheelVenv:
     built = WheelVenv(wheel=wheel, venv=venv)
     _built.append(built)
     return built
+
+
+def scrubbed_env(home: Path, proxy: RefusingProxy) -> dict[str, str]:
+    """A user's environment without keys, project settings or proxies."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "DEX_AGENTS_"))
+        and not k.upper().endswith("_PROXY")
+        and k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    env |= {
+        "HOME": str(home),
+        "COLUMNS": "200",
+        "HTTPS_PROXY": proxy.url,
+        "HTTP_PROXY": proxy.url,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    return env
+
+
+@pytest.fixture(scope="session")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> WheelVenv:
+    """The project's wheel, built once per run, installed in a fresh venv."""
+    return wheel_venv(tmp_path_factory)

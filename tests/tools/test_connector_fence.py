@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.connector_agent import connector_agent
 from temporalio.client import Client
 
 from dex_agents import SessionError
@@ -24,6 +23,7 @@ from dex_agents.connectors._model import (
 from dex_agents.session import DeferredToolExecution, JsonObject, ToolCall
 from dex_agents.session._json import JsonValue
 from dex_agents.testing import Ledger
+from support.connector_agent import connector_agent
 
 _SCHEMA: JsonObject = {
     "type": "object",

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import HookMatcher
-from support.connector_agent import connector_agent, switchable_source
 from temporalio.client import Client
 
 from dex_agents import ToolPolicy
+from support.connector_agent import connector_agent, switchable_source
 
 
 async def test_a_query_runs_in_its_tool_step(

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from claude_agent_sdk import HookMatcher
-from support.connector_agent import ConnectorRig, connector_agent, switchable_source
 from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions
@@ -23,6 +22,7 @@ from dex_agents.testing._fake_ledger_connector import (
     FLAKY_LOOKUP_ATTEMPTS,
     SLOW_LOOKUP_TIMEOUT,
 )
+from support.connector_agent import ConnectorRig, connector_agent, switchable_source
 
 
 def tool_uses(snap: AgentSnapshot, name: str) -> list[tuple[str, Any]]:

@@ -6,13 +6,6 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from support.mcp_source_rig import (
-    TOKEN,
-    execution,
-    http_server,
-    stdio_server,
-    tool_call,
-)
 
 from dex_agents import SessionError, ToolExecutionError, UserError
 from dex_agents.connectors import (
@@ -26,6 +19,13 @@ from dex_agents.session._tool_sources import (
     ToolStepOptions,
 )
 from dex_agents.testing import Ledger
+from support.mcp_source_rig import (
+    TOKEN,
+    execution,
+    http_server,
+    stdio_server,
+    tool_call,
+)
 
 CONTEXT = ToolSourceContext(session_id="session-1", turn_id="turn-1", attempt=1)
 READ = ToolPolicy(effect="read")

@@ -15,7 +15,6 @@ from mcp.types import (
     CallToolResult,
     TextContent,
 )
-from support.mcp_source_rig import execution, http_server, stdio_server, tool_call
 from temporalio.api.failure.v1 import Failure
 from temporalio.converter import DataConverter
 
@@ -25,6 +24,7 @@ from dex_agents.connectors._mcp_source import _MAX_OUTPUT_BYTES, _result_text
 from dex_agents.session import ToolEffect, ToolPolicy
 from dex_agents.session._tool_sources import SourceCallRefused, ToolSourceContext
 from dex_agents.testing import Ledger
+from support.mcp_source_rig import execution, http_server, stdio_server, tool_call
 
 CONTEXT = ToolSourceContext(session_id="session-1", turn_id="turn-1", attempt=1)
 READ = ToolPolicy(effect="read")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from support.mcp_source_rig import http_server, mcp_agent, stdio_server
 from temporalio.client import Client
 
 from dex_agents.connectors import MCPServerToolSource
 from dex_agents.session._policy import idempotency_key
 from dex_agents.testing import Ledger
+from support.mcp_source_rig import http_server, mcp_agent, stdio_server
 
 
 async def test_a_read_runs_in_its_tool_step(

@@ -9,13 +9,14 @@ from pathlib import Path
 import httpx
 import pytest
 from temporalio.client import Client
-from support.web_rig import WebRig, bearer, ledger_config, role_tokens
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
 from dex_agents.testing._ledger_flow import ledger_flow
 from dex_agents.web import WebOptions, create_app
 from dex_agents.web._server import serving
+from support.session_harness import ledger_config
+from support.web_rig import WebRig, bearer, role_tokens
 
 REFUND = 'call create_refund {"orderId": "7"}'
 

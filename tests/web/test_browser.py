@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Dialog, Page, async_playwright, expect
+
 from support.web_rig import ROLE_TOKENS, WebRig
 
 CHROMIUM_FLAGS = [

@@ -13,7 +13,6 @@ import httpx
 from ag_ui.core import Event
 from pydantic import TypeAdapter
 from temporalio.client import Client
-from support.web_rig import Sse, SseReader, WebRig, bearer, ledger_config, role_tokens
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
@@ -21,6 +20,8 @@ from dex_agents.testing import WorkerProcess, WorkerProcessConfig
 from dex_agents.testing._ledger_flow import ledger_flow
 from dex_agents.web import create_app
 from dex_agents.web._server import serving
+from support.session_harness import ledger_config
+from support.web_rig import Sse, SseReader, WebRig, bearer, role_tokens
 
 _AGUI: TypeAdapter[Any] = TypeAdapter(Event)
 

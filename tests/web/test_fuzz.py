@@ -23,9 +23,9 @@ from hypothesis.errors import Unsatisfiable
 from schemathesis import APIOperation, BaseSchema, Case, GenerationMode, Response
 from schemathesis.core.result import Ok
 from temporalio.client import Client
-from support.web_rig import WebRig, bearer
 
 from dex_agents.web._tokens import Role
+from support.web_rig import WebRig, bearer
 
 _SSE_PATHS = ("/events",)
 _SUPPRESSED = [

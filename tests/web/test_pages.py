@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import httpx
+
 from support.web_rig import ROLE_TOKENS, WebRig, bearer
 
 XSS = "<script>alert(1)</script>"

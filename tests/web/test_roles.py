@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from support.web_rig import WebRig, bearer
 
 from dex_agents.web._tokens import Role
+from support.web_rig import WebRig, bearer
 
 MISSING = "roles-no-such-session"
 """Session-scoped calls name a session that does not exist: an allowed call is

@@ -14,7 +14,6 @@ from pathlib import Path
 import httpx
 import pytest
 from temporalio.client import Client
-from support.web_rig import role_tokens
 
 from dex_agents import UserError
 from dex_agents.stores import SQLiteRuntimeStore
@@ -22,6 +21,7 @@ from dex_agents.temporal import EmbeddedEngine
 from dex_agents.web import create_app, load_tokens
 from dex_agents.web._server import serving
 from dex_agents.web._tokens import TokenSet, hash_token, token_entry
+from support.web_rig import role_tokens
 
 SERVE = [sys.executable, "-m", "dex_agents.web"]
 

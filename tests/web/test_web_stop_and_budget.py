@@ -22,20 +22,14 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
     signed_in_page,
 )
 from test_pages import csrf_of, sign_in
-from support.web_rig import (
-    ROLE_TOKENS,
-    WebRig,
-    bearer,
-    ledger_config,
-    role_tokens,
-    serve_ledger,
-)
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.testing._ledger_flow import ledger_flow
 from dex_agents.web import WebOptions, create_app
 from dex_agents.web._server import serving
 from dex_agents.web._tokens import Role
+from support.session_harness import ledger_config
+from support.web_rig import ROLE_TOKENS, WebRig, bearer, role_tokens, serve_ledger
 
 REFUND = 'call create_refund {"orderId": "7"}'
 SPENT = "spend limit reached: 0.0020 of 0.0015 USD spent"

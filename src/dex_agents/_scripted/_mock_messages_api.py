@@ -21,11 +21,10 @@ import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 from pydantic import JsonValue
 
+from ._background import StartClose
 from ._script import PlannedReply, ScriptError, TextReply, ToolUseReply, plan_reply
 
 _INPUT_TOKENS = 20
@@ -70,7 +69,7 @@ class _Gate:
         self.opened = asyncio.Event()
 
 
-class MockMessagesApi:
+class MockMessagesApi(StartClose):
     """Scripted `POST /v1/messages` on `127.0.0.1:<free port>`.
 
     Use it as `async with MockMessagesApi() as api:` (or `with`), point the CLI's
@@ -208,30 +207,6 @@ class MockMessagesApi:
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         self._thread = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        await asyncio.to_thread(self.start)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.close)
 
     def open_gate(self, name: str) -> None:
         """Let every request waiting at `name`, now or later, answer."""

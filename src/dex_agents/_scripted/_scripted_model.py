@@ -18,14 +18,12 @@ process; leaving the block restores what they were.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import shutil
 import tempfile
 from pathlib import Path
-from types import TracebackType
-from typing import Self
 
+from ._background import StartClose
 from ._mock_messages_api import MockMessagesApi
 
 UNSCRIPTED_REPLY = (
@@ -65,7 +63,7 @@ def scripted_model_env(base_url: str, config_dir: Path) -> dict[str, str]:
     }
 
 
-class ScriptedModel:
+class ScriptedModel(StartClose):
     """A running scripted model; see `scripted_model`.
 
     A sync (`with`) and an async (`async with`) context manager; entering it
@@ -100,9 +98,10 @@ class ScriptedModel:
         """The scripted Messages API (its `requests`, `base_url`), while active."""
         return self._api
 
-    def __enter__(self) -> Self:
+    def start(self) -> None:
+        """Serve the scripted model and point this process's environment at it."""
         if self._only_without_api_key and os.environ.get("ANTHROPIC_API_KEY"):
-            return self
+            return
         api = MockMessagesApi(unscripted_reply=self._unscripted_reply)
         api.start()
         self._api = api
@@ -114,14 +113,9 @@ class ScriptedModel:
         variables = scripted_model_env(api.base_url, config_dir)
         self._saved = {name: os.environ.get(name) for name in variables}
         os.environ.update(variables)
-        return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def close(self) -> None:
+        """Restore the environment and stop the scripted model (if it served)."""
         api, self._api = self._api, None
         if api is None:
             return
@@ -135,18 +129,6 @@ class ScriptedModel:
         if self._temporary is not None:
             shutil.rmtree(self._temporary, ignore_errors=True)
             self._temporary = None
-
-    async def __aenter__(self) -> Self:
-        # Starting the server thread waits for its port: off the event loop.
-        return await asyncio.to_thread(self.__enter__)
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await asyncio.to_thread(self.__exit__, exc_type, exc, tb)
 
 
 def scripted_model(

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import getpass
 import os
 import signal
 import socket
@@ -65,6 +64,8 @@ from ._context import (
     no_worker,
     open_store,
     quiet_temporal_logs,
+    recorded_name,
+    state_dir_option,
     store_exists,
     store_label,
     store_location,
@@ -146,13 +147,9 @@ def _use_scripted_model(base_url: str, state_dir: Path) -> None:
 @click.option(
     "--agent", "agents", multiple=True, metavar="MODULE:FLOW", help=_AGENT_HELP
 )
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="DEX_AGENTS_STATE_DIR",
-    show_envvar=True,
-    help="Where the server's database, its log and the runtime store live. "
-    "Default: ./.dex-agents",
+@state_dir_option(
+    "Where the server's database, its log and the runtime store live. "
+    "Default: ./.dex-agents"
 )
 @click.option(
     "--port",
@@ -801,16 +798,6 @@ _AS_OPTION = click.option(
 )
 
 
-def _decider(name: str | None) -> str | None:
-    """Who an answer is recorded as: `--as`, else the OS user, else nobody."""
-    if name is not None:
-        return name
-    try:
-        return getpass.getuser()
-    except (OSError, KeyError, ImportError):  # no user name in this environment
-        return None
-
-
 _RESOLVE_EXIT = """
 \b
 Exit codes: 0 done (or already answered the same way), 1 an error (the
@@ -890,7 +877,7 @@ def approve(
                 approved=True,
                 message=None,
                 timeout=timeout,
-                resolved_by=_decider(resolved_by),
+                resolved_by=recorded_name(resolved_by),
                 edited_input=edited_input,
                 new_spend_limit=new_spend_limit,
             )
@@ -943,7 +930,7 @@ def reject(
                 approved=False,
                 message=message,
                 timeout=timeout,
-                resolved_by=_decider(resolved_by),
+                resolved_by=recorded_name(resolved_by),
             )
         )
     )
@@ -996,12 +983,8 @@ def approvals(as_json: bool, target: Target) -> None:
 
 
 @main.command()
-@click.option(
-    "--state-dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="DEX_AGENTS_STATE_DIR",
-    show_envvar=True,
-    help="Where the demo's server, store and ledger live. Default: ./.dex-agents",
+@state_dir_option(
+    "Where the demo's server, store and ledger live. Default: ./.dex-agents"
 )
 def demo(state_dir: Path | None) -> None:
     """Show durability end to end: a refund waits through a worker crash, then runs once.

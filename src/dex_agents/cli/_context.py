@@ -81,16 +81,21 @@ def store_location(store: str | Path | None, directory: Path) -> str:
     return str(Path(store or directory / STORE_FILE).expanduser().resolve())
 
 
-def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
-    """Add `--state-dir`, `--address`, `--namespace`, `--store`; pass a `target`."""
-
-    @click.option(
+def state_dir_option(help: str) -> Callable[[_Command], _Command]:
+    """A command's `--state-dir DIRECTORY` (also `DEX_AGENTS_STATE_DIR`)."""
+    return click.option(
         "--state-dir",
         type=click.Path(file_okay=False, path_type=Path),
         envvar="DEX_AGENTS_STATE_DIR",
         show_envvar=True,
-        help="State directory of the embedded engine. Default: ./.dex-agents",
+        help=help,
     )
+
+
+def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add `--state-dir`, `--address`, `--namespace`, `--store`; pass a `target`."""
+
+    @state_dir_option("State directory of the embedded engine. Default: ./.dex-agents")
     @click.option(
         "--address",
         envvar="DEX_AGENTS_TEMPORAL_ADDRESS",

@@ -137,6 +137,39 @@ def _handle(client: Client, session_id: str) -> WorkflowHandle[object, None]:
     return client.get_workflow_handle(session_id)
 
 
+async def _bool_update(
+    client: Client,
+    session_id: str,
+    update: str,
+    request: object,
+    deadline: Deadline,
+    *,
+    interrupt_id: str = "",
+) -> tuple[bool, bool | None]:
+    """The boolean Update `update`, sent patiently until `deadline`: `within`'s pair.
+
+    Its rejections are this library's errors (`_update_errors`).
+    """
+    handle = _handle(client, session_id)
+    update_id = str(uuid.uuid4())  # one Update on the server, however often asked
+    with _update_errors(session_id, interrupt_id):
+        return await within(
+            deadline,
+            lambda: _patient(
+                lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
+                    update, request, id=update_id, result_type=bool
+                )
+            ),
+        )
+
+
+def _not_taken(session_id: str, what: str, deadline: Deadline) -> NoWorkerError:
+    """No worker took `what` before `deadline`, and nothing was recorded."""
+    return NoWorkerError(
+        session_id, what, timeout=deadline.seconds or 0.0, recorded=False
+    )
+
+
 @contextlib.contextmanager
 def _update_errors(
     session_id: str, interrupt_id: str = ""
@@ -702,30 +735,26 @@ class SessionClient:
         check_resolution_input(resolution)
         check_timeout(timeout)
         deadline = Deadline(timeout_seconds(timeout))
-        handle = _handle(self.client, session_id)
-        update_id = str(uuid.uuid4())  # one Update on the server, however often asked
-        with _update_errors(session_id, interrupt_id):
-            taken, changed = await within(
-                deadline,
-                lambda: _patient(
-                    lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-                        "resolve_interrupt", resolution, id=update_id, result_type=bool
-                    )
-                ),
-            )
+        taken, changed = await _bool_update(
+            self.client,
+            session_id,
+            "resolve_interrupt",
+            resolution,
+            deadline,
+            interrupt_id=interrupt_id,
+        )
         if taken:
             return bool(changed)
         if resolution.edited:
-            raise NoWorkerError(
+            raise _not_taken(
                 session_id,
                 f"the edited approval of interrupt {interrupt_id!r} (an edit needs a "
                 "worker to check it, so it is never recorded without one)",
-                timeout=deadline.seconds or 0.0,
-                recorded=False,
+                deadline,
             )
         earlier = await _recorded_resolution(self.client, session_id, interrupt_id)
         if earlier is None:
-            await handle.signal(RECORD_RESOLUTION, resolution)
+            await _handle(self.client, session_id).signal(RECORD_RESOLUTION, resolution)
         verb = "approval" if approved else "rejection"
         other = earlier is not None and earlier.approved != approved
         raise NoWorkerError(
@@ -770,24 +799,11 @@ class SessionClient:
         check_cancel_input(request)
         check_timeout(timeout)
         deadline = Deadline(timeout_seconds(timeout))
-        handle = _handle(self.client, session_id)
-        update_id = str(uuid.uuid4())
-        with _update_errors(session_id):
-            taken, cancelled = await within(
-                deadline,
-                lambda: _patient(
-                    lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-                        "cancel_turn", request, id=update_id, result_type=bool
-                    )
-                ),
-            )
+        taken, cancelled = await _bool_update(
+            self.client, session_id, "cancel_turn", request, deadline
+        )
         if not taken:
-            raise NoWorkerError(
-                session_id,
-                "the cancel",
-                timeout=deadline.seconds or 0.0,
-                recorded=False,
-            )
+            raise _not_taken(session_id, "the cancel", deadline)
         return bool(cancelled)
 
     async def end(
@@ -825,28 +841,15 @@ class SessionClient:
         check_flag("force", force)
         check_timeout(timeout)
         deadline = Deadline(timeout_seconds(timeout))
-        handle = _handle(self.client, session_id)
         request = EndSessionInput(reason=reason, force=force)
-        update_id = str(uuid.uuid4())
         try:
-            with _update_errors(session_id):
-                taken, ended = await within(
-                    deadline,
-                    lambda: _patient(
-                        lambda: handle.execute_update(  # pyright: ignore[reportUnknownMemberType]
-                            "end_session", request, id=update_id, result_type=bool
-                        )
-                    ),
-                )
+            taken, ended = await _bool_update(
+                self.client, session_id, "end_session", request, deadline
+            )
         except SessionEndedError:
             return False
         if not taken:
-            raise NoWorkerError(
-                session_id,
-                "the end",
-                timeout=deadline.seconds or 0.0,
-                recorded=False,
-            )
+            raise _not_taken(session_id, "the end", deadline)
         return bool(ended)
 
     async def engine_info(self, session_id: str) -> EngineInfo:

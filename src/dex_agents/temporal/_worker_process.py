@@ -21,13 +21,19 @@ from typing import Self
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerProcessConfig:
-    """Where the worker connects and what it serves."""
+class WorkerEndpoint:
+    """Where a worker connects: the engine and the runtime store."""
 
     address: str
     namespace: str
     store_path: str
     """The runtime store: a SQLite file, or a `postgresql://` URL."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerProcessConfig(WorkerEndpoint):
+    """Where the worker connects and what it serves."""
+
     flow_ref: str
     """`module:attr` (or `path/file.py:attr`) naming an `AgentSessionFlow` to serve."""
 

@@ -112,15 +112,15 @@ _ERROR_TYPES: dict[_turns.RefusalReason, str] = {
 _PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
 """Tool records say how many attempts their Step ran (they said 0 before)."""
 _PATCH_NO_START_PUBLISH = "no-turn-start-publish"
+"""A turn's start is published with its next change, not in a round trip before RunModel."""
 _PATCH_BUDGET_PAUSE = "budget-pause"
+"""A spent budget pauses the turn for a new limit (it failed the turn before)."""
 _PATCH_NOTIFY = "notify-interrupts"
 """Approvals are told to `on_interrupt` (new, reminded, expired)."""
 _PATCH_HOT_RESUME = "hot-resume"
 """A resumed segment goes to the worker that holds it parked (`hot_resume_window`)."""
 NOTIFY_LIMIT = timedelta(seconds=30)
 """Limit for one attempt of a notification Step (a receiver's answer)."""
-"""A spent budget pauses the turn for a new limit (it failed the turn before)."""
-"""A turn's start is published with its next change, not in a round trip before RunModel."""
 
 
 @dataclass(frozen=True, kw_only=True)

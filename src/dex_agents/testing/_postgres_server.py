@@ -102,12 +102,14 @@ class PostgresTestServer:
         """The connection string of database `name` on this server."""
         return f"postgresql://postgres@127.0.0.1:{self.port}/{name}"
 
-    def _run(self, *args: str) -> None:
+    def _run(self, tool: str, *args: str) -> None:
+        """Run the server's `tool` (`initdb`, `pg_ctl`) on its data directory."""
+        assert self._dir is not None, "the server was never started"
         kwargs: _RunAs = {}
         if self._user is not None:
             kwargs = {"user": self._user.pw_uid, "group": self._user.pw_gid}
         result = subprocess.run(
-            list(args),
+            [str(self._bin / tool), "-D", str(self._dir / "data"), *args],
             capture_output=True,
             text=True,
             check=False,
@@ -115,7 +117,7 @@ class PostgresTestServer:
         )
         if result.returncode != 0:
             raise RuntimeError(
-                f"{Path(args[0]).name} failed ({result.returncode}): "
+                f"{tool} failed ({result.returncode}): "
                 f"{(result.stderr or result.stdout).strip()}"
             )
 
@@ -127,9 +129,7 @@ class PostgresTestServer:
             if self._user is not None:
                 os.chown(self._dir, self._user.pw_uid, self._user.pw_gid)
             self._run(
-                str(self._bin / "initdb"),
-                "-D",
-                str(self._dir / "data"),
+                "initdb",
                 "-U",
                 "postgres",
                 "--auth=trust",
@@ -157,9 +157,7 @@ class PostgresTestServer:
             "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
         )
         self._run(
-            str(self._bin / "pg_ctl"),
-            "-D",
-            str(self._dir / "data"),
+            "pg_ctl",
             "-l",
             str(self._dir / "server.log"),
             "-w",
@@ -176,15 +174,7 @@ class PostgresTestServer:
         if self._dir is None:
             return
         with contextlib.suppress(RuntimeError):
-            self._run(
-                str(self._bin / "pg_ctl"),
-                "-D",
-                str(self._dir / "data"),
-                "-m",
-                "immediate",
-                "-w",
-                "stop",
-            )
+            self._run("pg_ctl", "-m", "immediate", "-w", "stop")
         shutil.rmtree(self._dir, ignore_errors=True)
         self._dir = None
 

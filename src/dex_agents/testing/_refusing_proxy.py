@@ -11,17 +11,16 @@ the client being refused.
 
 from __future__ import annotations
 
-import asyncio
 import socket
 import socketserver
 import threading
-from types import TracebackType
-from typing import Self
+
+from .._scripted._background import StartClose
 
 _REFUSAL = b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
 
 
-class RefusingProxy:
+class RefusingProxy(StartClose):
     """Answers every request with 403 and records its request line.
 
     Use it as `async with RefusingProxy() as proxy:` (or `with`); after the run,
@@ -100,28 +99,3 @@ class RefusingProxy:
         server.server_close()
         thread.join(timeout=10)
         self._server = self._thread = None
-
-    def __enter__(self) -> Self:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    async def __aenter__(self) -> Self:
-        self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        # shutdown() waits up to one poll interval; keep the caller's loop free.
-        await asyncio.to_thread(self.close)

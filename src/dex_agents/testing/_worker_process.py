@@ -20,13 +20,9 @@ _LEDGER_FLOW_REF = "dex_agents.testing._ledger_flow:ledger_flow_from_env"
 
 
 @dataclass(frozen=True, kw_only=True)
-class WorkerProcessConfig:
+class WorkerProcessConfig(_worker_process.WorkerEndpoint):
     """Where the worker connects and what it serves."""
 
-    address: str
-    namespace: str
-    store_path: str
-    """The runtime store: a SQLite file, or a `postgresql://` URL."""
     flow: LedgerFlowConfig | None = None
     """A scripted ledger flow to serve, or"""
     flow_ref: str | None = None
@@ -34,9 +30,7 @@ class WorkerProcessConfig:
 
 
 class WorkerProcess(_worker_process.WorkerProcess):
-    """Starts, kills and restarts a worker subprocess; a context manager that never leaks it."""
-
-    __test__ = False
+    """The engine's `WorkerProcess`, serving a flow reference or a scripted ledger flow."""
 
     def __init__(
         self,

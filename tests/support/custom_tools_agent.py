@@ -1,6 +1,6 @@
-"""A small Claude agent on the fake CLI for the audit's engine tests, in-process.
+"""A small Claude agent on the fake CLI, served in-process, whose options a test chooses.
 
-Unlike `fake_suite_agent` it lets a test choose what the audit rows turn on: the
+Unlike `fake_suite_agent` it lets a test choose what the engine tests turn on: the
 custom tool server's name, `allowed_tools`, the session options (the real
 defaults, or a spend limit), and a recording `cli_path` that logs every CLI
 run's argv. Its tools record their runs in a JSON-lines `Ledger`:
@@ -29,10 +29,10 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.claude._definition import DEFAULT_CUSTOM_TOOL_SERVER_NAME
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
+from dex_agents.temporal import AgentSessionFlow, SessionClient
 from dex_agents.testing import Ledger
 from support.fake_cli import fake_claude_cli_path
+from support.session_harness import in_process_worker
 
 
 def audit_tools(ledger: Ledger) -> list[Any]:
@@ -136,11 +136,5 @@ async def audit_rig(
         allowed_tools=allowed_tools,
         cli_path=cli_path,
     )
-    store = SQLiteRuntimeStore(base / "audit-runtime.sqlite")
-    try:
-        async with create_worker(client, [flow], store=store):
-            yield AuditRig(
-                sessions=SessionClient(client, flow, store), ledger=ledger, flow=flow
-            )
-    finally:
-        await store.close()
+    async with in_process_worker(client, flow, base / "audit-runtime.sqlite") as served:
+        yield AuditRig(sessions=served.sessions, ledger=ledger, flow=flow)
