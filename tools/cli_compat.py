@@ -38,11 +38,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 _CONTRACT = "tests/real_cli/test_cli_contract.py::"
 _QUERY = "tests/real_cli/test_real_claude_cli.py::"
-_PAIRED = "tests/fake_cli/test_fake_claude_cli.py::"
-_ADAPTER = "tests/claude/test_real_cli.py::"
-_PROCESS = "tests/claude/test_real_cli_process.py::"
+_PAIRED = "tests/kit/test_fake_claude_cli.py::"
+_ADAPTER = "tests/real_cli/test_real_cli.py::"
+_PROCESS = "tests/real_cli/test_real_cli_process.py::"
 _LARGE = "tests/claude/test_large_messages.py::"
-_DURABLE = "tests/claude_durable/"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,8 +83,7 @@ BEHAVIORS: tuple[Behavior, ...] = (
         (
             _QUERY + "test_say_hello",
             _PAIRED + "test_defer_then_resume_runs_the_call_once[real]",
-            _DURABLE
-            + "test_claude_tracing.py::test_chat_spans_of_answer_read_turn_and_deferred_write",
+            "tests/engine/test_claude_tracing.py::test_chat_spans_of_answer_read_turn_and_deferred_write",
         ),
     ),
     Behavior(
@@ -133,8 +131,7 @@ BEHAVIORS: tuple[Behavior, ...] = (
             _ADAPTER
             + "test_approved_write_resumes_without_prompt_and_runs_once[default]",
             _ADAPTER + "test_approved_bash_runs_in_the_resumed_segment",
-            _DURABLE
-            + "test_claude_crashes.py::test_turn_deferred_on_one_worker_resumes_on_another_after_sigkill",
+            "tests/crashes/test_claude_crashes.py::test_turn_deferred_on_one_worker_resumes_on_another_after_sigkill",
         ),
     ),
     Behavior(
@@ -163,7 +160,7 @@ BEHAVIORS: tuple[Behavior, ...] = (
             _PAIRED + "test_hook_denial_reaches_the_model_with_a_prefix[real]",
             _PAIRED + "test_refused_second_call_is_called_again_alone[real]",
             _ADAPTER + "test_two_writes_in_one_reply_run_one_per_segment",
-            "tests/claude/test_real_cli_connectors.py::"
+            "tests/real_cli/test_real_cli_connectors.py::"
             "test_two_connector_writes_in_one_reply_under_dont_ask",
         ),
     ),
@@ -212,8 +209,8 @@ BEHAVIORS: tuple[Behavior, ...] = (
         "the whole history",
         (
             _CONTRACT + "test_next_turn_after_a_resumed_call_sees_the_whole_history",
-            _DURABLE + "test_readme_example.py::test_support_agent_example",
-            "tests/testing/test_scripted_followups.py::"
+            "tests/real_cli/test_readme_example.py::test_support_agent_example",
+            "tests/kit/test_scripted_followups.py::"
             "test_thanks_after_a_refund_is_answered_with_text_through_the_real_cli",
         ),
     ),
@@ -237,8 +234,7 @@ BEHAVIORS: tuple[Behavior, ...] = (
             _PROCESS + "test_a_cancelled_attempt_kills_the_cli[python]",
             _PROCESS + "test_the_cli_dies_with_a_sigkilled_worker[util-linux]",
             _PROCESS + "test_the_cli_dies_with_a_sigkilled_worker[python]",
-            _DURABLE
-            + "test_claude_crashes.py::test_sigkill_during_run_model_reruns_the_segment_and_kills_the_cli",
+            "tests/crashes/test_claude_crashes.py::test_sigkill_during_run_model_reruns_the_segment_and_kills_the_cli",
         ),
     ),
     Behavior(
@@ -262,8 +258,7 @@ BEHAVIORS: tuple[Behavior, ...] = (
             + "test_max_buffer_size_is_the_adapters_unless_the_options_set_it[adapter-default]",
             _LARGE
             + "test_max_buffer_size_is_the_adapters_unless_the_options_set_it[application-value]",
-            _DURABLE
-            + "test_large_messages_durable.py::test_3_mb_then_20_mb_messages_are_answered_whole_in_a_durable_session",
+            "tests/real_cli/test_large_messages_durable.py::test_3_mb_then_20_mb_messages_are_answered_whole_in_a_durable_session",
         ),
     ),
     Behavior(
@@ -273,15 +268,13 @@ BEHAVIORS: tuple[Behavior, ...] = (
             _LARGE + "test_a_message_over_the_api_limit_fails_with_a_clear_error",
             _LARGE
             + "test_a_message_over_the_model_context_window_fails_with_a_clear_error",
-            _DURABLE
-            + "test_large_messages_durable.py::test_a_message_over_32_mib_is_refused_and_nothing_is_written",
-            _DURABLE
-            + "test_large_messages_durable.py::test_a_message_the_api_refuses_fails_its_turn_once_and_the_next_is_answered",
+            "tests/real_cli/test_large_messages_durable.py::test_a_message_over_32_mib_is_refused_and_nothing_is_written",
+            "tests/real_cli/test_large_messages_durable.py::test_a_message_the_api_refuses_fails_its_turn_once_and_the_next_is_answered",
         ),
     ),
     Behavior(
         "Durable end to end: the README's support agent on Temporal",
-        (_DURABLE + "test_readme_example.py::test_support_agent_example",),
+        ("tests/real_cli/test_readme_example.py::test_support_agent_example",),
     ),
 )
 

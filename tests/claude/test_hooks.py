@@ -1,4 +1,5 @@
-"""The adapter's PreToolUse decisions and can_use_tool, without a CLI."""
+"""The adapter's PreToolUse decisions and can_use_tool, without a CLI, and what the
+permission callback sees after the application's hooks (on the fake CLI)."""
 
 from pathlib import Path
 from typing import Any

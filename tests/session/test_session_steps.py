@@ -1,4 +1,5 @@
-"""Steps and their failure rules: retries, outcome_unknown, failure notes, deadlines, events."""
+"""Steps and their failure rules: retries, outcome_unknown, failure notes, deadlines, events;
+and usage, summed over a turn's segments and a session's turns."""
 
 from __future__ import annotations
 

@@ -275,9 +275,11 @@ def plan_reply(
         return PlannedReply(reply=_digest_reply(messages[index]))
     script = parse_script(line)
     command = script.command
-    if not isinstance(command, Say | Recall | Call) or script.reuse is not None:
-        raise ScriptError(f"{prompt_text!r} needs the fake CLI, not the mock API")
-    if script.fail_after_results:
+    if (
+        not isinstance(command, Say | Recall | Call)
+        or script.reuse is not None
+        or script.fail_after_results
+    ):
         raise ScriptError(f"{prompt_text!r} needs the fake CLI, not the mock API")
     match command:
         case Say(text=text):
