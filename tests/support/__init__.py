@@ -7,7 +7,7 @@ Claude Code CLI (`support.fake_cli`).
 
 from pathlib import Path
 
-SUPPORT_DIR = Path(__file__).resolve().parent
+SUPPORT_DIR = Path(__file__).parent
 """This folder: the flow modules a worker subprocess loads by file path live here."""
 
 TESTS_DIR = SUPPORT_DIR.parent
