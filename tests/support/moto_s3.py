@@ -109,6 +109,9 @@ def moto_s3() -> Iterator[MotoS3]:
             secret_access_key=key["SecretAccessKey"],
         )
     finally:
+        # A default boto3 client made while this server ran cached its keys in
+        # boto3's default session; the next server's keys differ.
+        boto3.DEFAULT_SESSION = None
         proc.terminate()
         try:
             proc.wait(timeout=10)
