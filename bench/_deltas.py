@@ -17,9 +17,7 @@ from typing import Any
 from dex_agents import UserError
 from dex_agents.session import (
     AgentEvent,
-    DeferredToolExecution,
     EditContext,
-    JsonObject,
     RunModelContext,
     StoredMessage,
     ToolCall,
@@ -27,6 +25,8 @@ from dex_agents.session import (
     ToolOutcome,
     TurnCompleted,
 )
+from dex_agents.session._json import JsonObject
+from dex_agents.session._records import DeferredToolExecution
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
 

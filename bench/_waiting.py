@@ -16,9 +16,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import AgentSessionFlow, SessionClient
-from dex_agents.testing import WorkerProcess, WorkerProcessConfig
+from dex_agents.temporal import SessionClient
+from dex_agents.temporal._flow import AgentSessionFlow
+from dex_agents.testing import WorkerProcess
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
+from dex_agents.testing._worker_process import WorkerProcessConfig
 
 from . import _stats
 from ._procs import descendants, rss_mb, thread_count

@@ -20,7 +20,6 @@ from ._errors import (
     SessionBusyError,
     SessionEndedError,
     SessionError,
-    SpendLimitExceeded,
     ToolExecutionError,
     UnknownInterruptError,
     UnknownSessionError,
@@ -29,8 +28,6 @@ from ._errors import (
 from .session import (
     AgentFrameworkRunner,
     AgentSessionOptions,
-    DeferredToolExecution,
-    ToolEffect,
     ToolPolicy,
     current_deferred_tool_execution,
 )
@@ -38,8 +35,6 @@ from .session import (
 if typing.TYPE_CHECKING:
     from .stores import RuntimeStore, SQLiteRuntimeStore
     from .temporal import (
-        AgentSessionFlow,
-        AgentSnapshot,
         EmbeddedEngine,
         EngineConfig,
         SessionClient,
@@ -52,8 +47,6 @@ if typing.TYPE_CHECKING:
 _LAZY = {
     "RuntimeStore": "stores",
     "SQLiteRuntimeStore": "stores",
-    "AgentSessionFlow": "temporal",
-    "AgentSnapshot": "temporal",
     "EmbeddedEngine": "temporal",
     "EngineConfig": "temporal",
     "SessionClient": "temporal",
@@ -72,11 +65,8 @@ def __getattr__(name: str) -> typing.Any:
 
 __all__ = [
     "AgentFrameworkRunner",
-    "AgentSessionFlow",
     "AgentSessionOptions",
-    "AgentSnapshot",
     "BudgetReachedError",
-    "DeferredToolExecution",
     "DexAgentsError",
     "EmbeddedEngine",
     "EngineConfig",
@@ -94,8 +84,6 @@ __all__ = [
     "SessionEndedError",
     "SessionError",
     "SessionPlugin",
-    "SpendLimitExceeded",
-    "ToolEffect",
     "ToolExecutionError",
     "ToolPolicy",
     "UnknownInterruptError",

@@ -15,7 +15,6 @@ DexAgentsError
 │   ├── SessionEndedError   the session ended: it takes no more messages or approvals
 │   └── SessionBusyError    `end` without force, while the session has work in progress
 ├── SessionError         a session failed at runtime
-│   ├── SpendLimitExceeded
 │   ├── BudgetReachedError   a segment spent the rest of the limit; the session asks
 │   └── MessageTooLargeError
 ├── EngineError          the Temporal engine (dev server or cluster) is unusable
@@ -147,15 +146,13 @@ class SessionEndedError(_SessionRefused):
     )
 
 
-class SessionBusyError(UserError):
+class SessionBusyError(_SessionRefused):
     """`end` refused a session with work in progress; wait for it, or end with `force`."""
 
-    _pickled = ("session_id", "message")
-
-    def __init__(self, session_id: str, message: str) -> None:
-        super().__init__(message)
-        self.session_id = session_id
-        self.message = message
+    _default = (
+        "session {session_id} has work in progress; wait for it "
+        "(`SessionClient.wait_for_idle`) or end it with `force=True`"
+    )
 
 
 class SessionError(DexAgentsError):
@@ -171,13 +168,6 @@ class SessionError(DexAgentsError):
         super().__init__(message)
         self.retryable = retryable
         self.retry_after = retry_after
-
-
-class SpendLimitExceeded(SessionError):
-    """The session's spend limit was reached before a model segment started."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message, retryable=False)
 
 
 class BudgetReachedError(SessionError):

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from ._errors import InvalidEditError
-from .session import JsonObject
+from .session._json import JsonObject
 
 
 def schema_problem(

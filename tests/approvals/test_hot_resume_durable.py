@@ -28,12 +28,8 @@ from temporalio.client import Client
 from dex_agents.cli._app import main
 from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import (
-    AgentSessionFlow,
-    EmbeddedEngine,
-    SessionClient,
-    create_worker,
-)
+from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import WorkerProcess
 from support import SUPPORT_DIR, hot_agent
 from support.claude_rig import ClaudeRig, worker_process

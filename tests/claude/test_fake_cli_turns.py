@@ -13,7 +13,7 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, tool
 
 from dex_agents.claude import ClaudeAgentDefinition
-from dex_agents.temporal import AgentSnapshot
+from dex_agents.temporal._snapshot import AgentSnapshot
 from support.fake_suite_agent import build_tools
 from support.fake_suite_rig import SuiteEnv, in_process
 

@@ -28,7 +28,8 @@ from dex_agents.session import (
 )
 from dex_agents.session._records import ToolRecord
 from dex_agents.session._tool_sources import SourceTool, ToolSourceContext
-from dex_agents.temporal import AgentSnapshot, SessionClient
+from dex_agents.temporal import SessionClient
+from dex_agents.temporal._snapshot import AgentSnapshot
 from support.claude_harness import (
     SessionDriver,
     fake_options,

@@ -15,8 +15,11 @@ from dex_agents.claude._transcript import (
     CLAUDE_TRANSCRIPT_ITEM_KIND,
     USER_PROMPT_ITEM_KIND,
 )
-from dex_agents.session import DeferredToolExecution, ToolCall, ToolPolicy
-from dex_agents.session._records import current_deferred_tool_execution
+from dex_agents.session import ToolCall, ToolPolicy
+from dex_agents.session._records import (
+    DeferredToolExecution,
+    current_deferred_tool_execution,
+)
 from support.claude_harness import SessionDriver
 
 seen: list[DeferredToolExecution | None] = []

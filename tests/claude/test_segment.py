@@ -15,7 +15,8 @@ from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._gate import Decision
 from dex_agents.claude._segment import Segment, SegmentSetup, answered_tool_use_ids
 from dex_agents.claude._transcript import transcript_item
-from dex_agents.session import JsonObject, StoredMessage
+from dex_agents.session import StoredMessage
+from dex_agents.session._json import JsonObject
 from dex_agents.session._records import ToolRecord
 from dex_agents.session._runner import ResumeState
 from support.claude_harness import SessionDriver

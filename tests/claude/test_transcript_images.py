@@ -11,7 +11,7 @@ import pytest
 
 from dex_agents._errors import SessionError
 from dex_agents.claude._images import IMAGE_REFERENCE_KEY, TranscriptImages
-from dex_agents.session import JsonObject
+from dex_agents.session._json import JsonObject
 from dex_agents.session._media import ImageReference
 from dex_agents.stores._media import InMemoryMediaStore
 

@@ -19,8 +19,10 @@ from temporalio.client import Client
 
 from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import AgentSnapshot, EmbeddedEngine, SessionClient
-from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.temporal import EmbeddedEngine, SessionClient
+from dex_agents.temporal._snapshot import AgentSnapshot
+from dex_agents.testing import Ledger, WorkerProcess
+from dex_agents.testing._worker_process import WorkerProcessConfig
 from support import SUPPORT_DIR
 from support.connector_worker_agent import (
     CONFIG_ENV,

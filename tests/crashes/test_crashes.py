@@ -14,8 +14,9 @@ from temporalio.client import Client
 from dex_agents.session import StoredMessage
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing import Ledger, WorkerProcess
 from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.testing._worker_process import WorkerProcessConfig
 from support.gates import gate_reached, open_gate
 from support.session_harness import ledger_config
 

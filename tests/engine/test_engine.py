@@ -31,12 +31,7 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from dex_agents._errors import EngineError, UserError
 from dex_agents.session._pending import UserPrompt
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import (
-    AgentSessionFlow,
-    SessionClient,
-    create_agent_session_flow,
-    create_worker,
-)
+from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
 from dex_agents.temporal._engine import (
     EmbeddedEngine,
     EngineConfig,
@@ -46,6 +41,7 @@ from dex_agents.temporal._engine import (
     open_engine,
     resolve_state_dir,
 )
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.temporal._models import ActiveTurn
 from dex_agents.temporal._workflow import (
     WORKFLOW_BUG_TYPES,

@@ -25,8 +25,9 @@ from dex_agents.postgres import PostgresRuntimeStore
 from dex_agents.s3 import S3MediaStore
 from dex_agents.session._media import ImageReference
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing import Ledger, WorkerProcess
 from dex_agents.testing._postgres_server import PostgresTestServer
+from dex_agents.testing._worker_process import WorkerProcessConfig
 from support import SUPPORT_DIR
 from support.moto_s3 import MotoS3, moto_s3
 from support.postgres_support import postgres_or_skip

@@ -18,7 +18,7 @@ from dex_agents.claude._transcript import (
     tool_result_text,
     without_system_reminders,
 )
-from dex_agents.session import JsonObject
+from dex_agents.session._json import JsonObject
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import Ledger

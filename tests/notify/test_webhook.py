@@ -12,8 +12,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dex_agents._errors import InvalidArgumentError
-from dex_agents.notify import WebhookError, WebhookNotifier, verify_signature
-from dex_agents.notify._webhook import ID_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER
+from dex_agents.notify import WebhookNotifier, verify_signature
+from dex_agents.notify._webhook import (
+    ID_HEADER,
+    SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+    WebhookError,
+)
 from dex_agents.session._notification import (
     InterruptNotification,
     NotificationKind,

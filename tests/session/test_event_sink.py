@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from dex_agents.session import AgentEvent
 from dex_agents.session._events import EventRecord
-from dex_agents.stores import InMemoryRuntimeStore
+from dex_agents.stores._memory import InMemoryRuntimeStore
 from dex_agents.temporal._events import StoreEventSink
 
 

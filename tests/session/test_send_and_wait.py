@@ -17,8 +17,9 @@ from temporalio.worker import Worker
 
 from dex_agents import UserError
 from dex_agents.session._usage import Usage
-from dex_agents.temporal import AgentSnapshot, SessionClient
+from dex_agents.temporal import SessionClient
 from dex_agents.temporal._models import SessionInput, UserMessageInput
+from dex_agents.temporal._snapshot import AgentSnapshot
 from support.session_harness import Harness
 
 

@@ -9,7 +9,7 @@ import pytest
 from temporalio.client import Client
 
 from dex_agents import UserError
-from dex_agents.session import JsonObject
+from dex_agents.session._json import JsonObject
 from dex_agents.session._media import ImageReference
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.stores._media import InMemoryMediaStore

@@ -216,7 +216,7 @@ async def test_a_bug_in_a_runner_s_message_builder_fails_the_turn_not_the_sessio
     """The runner's message builder runs in RunModel (not in workflow code), so a bug
     there fails that turn's attempts like any runner error, and the session lives on."""
 
-    from dex_agents.session import JsonObject
+    from dex_agents.session._json import JsonObject
 
     class BuggyRunner(ScriptedRunner):
         def build_user_message(self, text: str) -> JsonObject:

@@ -16,14 +16,9 @@ from pathlib import Path
 import pytest
 from pydantic import TypeAdapter
 
-from dex_agents.session import (
-    AgentEvent,
-    AgentSessionOptions,
-    JsonObject,
-    ToolCall,
-    ToolPolicy,
-)
+from dex_agents.session import AgentEvent, AgentSessionOptions, ToolCall, ToolPolicy
 from dex_agents.session._blob import BlobReference
+from dex_agents.session._json import JsonObject
 from dex_agents.session._media import ImageReference
 from dex_agents.session._pending import TurnFailureNote, UserPrompt, failure_note
 from dex_agents.session._records import ToolCallEdit, ToolRecord

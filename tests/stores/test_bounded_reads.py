@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 
 from dex_agents import UserError
-from dex_agents.session import JsonObject, StoredMessage
-from dex_agents.stores import InMemoryRuntimeStore, RuntimeStore, SQLiteRuntimeStore
+from dex_agents.session import StoredMessage
+from dex_agents.session._json import JsonObject
+from dex_agents.stores import RuntimeStore, SQLiteRuntimeStore
+from dex_agents.stores._memory import InMemoryRuntimeStore
 from dex_agents.stores._protocols import BlobConflictError
 from dex_agents.stores._sqlite import _CHAIN
 from dex_agents.testing import run_runtime_store_conformance

@@ -13,9 +13,10 @@ from click.testing import CliRunner
 from dex_agents.cli._app import main
 from dex_agents.postgres import PostgresRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing import Ledger, WorkerProcess
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 from dex_agents.testing._postgres_server import PostgresTestServer
+from dex_agents.testing._worker_process import WorkerProcessConfig
 
 
 async def _cli(*args: str) -> tuple[int, str]:

@@ -8,9 +8,11 @@ from uuid import uuid4
 
 import pytest
 
-from dex_agents.session import JsonObject, StoredMessage
+from dex_agents.session import StoredMessage
 from dex_agents.session._events import EventRecord
-from dex_agents.stores import InMemoryRuntimeStore, RuntimeStore, SQLiteRuntimeStore
+from dex_agents.session._json import JsonObject
+from dex_agents.stores import RuntimeStore, SQLiteRuntimeStore
+from dex_agents.stores._memory import InMemoryRuntimeStore
 from dex_agents.stores._protocols import SegmentConflictError
 from dex_agents.testing import run_runtime_store_conformance
 

@@ -31,7 +31,7 @@ from dex_agents.claude import (
     ClaudeAgentOptionsContext,
     create_claude_agent_session_flow,
 )
-from dex_agents.session import DeferredToolExecution
+from dex_agents.session._records import DeferredToolExecution
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from support.fake_cli import fake_claude_cli_path

@@ -21,19 +21,21 @@ from dex_agents._scripted._mock_messages_api import MockMessagesApi
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.session import (
     AgentEvent,
-    DeferredToolExecution,
-    JsonObject,
     RunModelContext,
     StoredMessage,
     ToolCall,
     ToolCallsRequested,
-    ToolEffect,
     ToolPolicy,
     TurnCompleted,
 )
+from dex_agents.session._json import JsonObject
 from dex_agents.session._media import ImageReference
-from dex_agents.session._policy import idempotency_key
-from dex_agents.session._records import ToolRecord, current_deferred_tool_execution
+from dex_agents.session._policy import ToolEffect, idempotency_key
+from dex_agents.session._records import (
+    DeferredToolExecution,
+    ToolRecord,
+    current_deferred_tool_execution,
+)
 from dex_agents.session._runner import ResumeState
 from dex_agents.testing._hermetic import hermetic_cli_env
 from dex_agents.testing._refusing_proxy import RefusingProxy

@@ -14,9 +14,10 @@ import pytest
 import pytest_asyncio
 
 from dex_agents.temporal import EmbeddedEngine
-from dex_agents.testing import MockMessagesApi, WorkerProcess, WorkerProcessConfig
+from dex_agents.testing import MockMessagesApi, WorkerProcess
 from dex_agents.testing._hermetic import hermetic_cli_env
 from dex_agents.testing._refusing_proxy import RefusingProxy
+from dex_agents.testing._worker_process import WorkerProcessConfig
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

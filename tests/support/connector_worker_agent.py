@@ -24,7 +24,7 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.connectors import ConnectorToolSource
-from dex_agents.temporal import AgentSessionFlow
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 from support.fake_cli import fake_claude_cli_path
 

@@ -29,7 +29,8 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.claude._definition import DEFAULT_CUSTOM_TOOL_SERVER_NAME
-from dex_agents.temporal import AgentSessionFlow, SessionClient
+from dex_agents.temporal import SessionClient
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger
 from support.fake_cli import fake_claude_cli_path
 from support.session_harness import in_process_worker

@@ -45,7 +45,7 @@ from dex_agents.claude import (
     ClaudeAgentOptionsContext,
     create_claude_agent_session_flow,
 )
-from dex_agents.temporal import AgentSessionFlow
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger
 from support.fake_cli import (
     FAKE_CLAUDE_GATE_DIR_ENV,

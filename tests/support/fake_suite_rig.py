@@ -21,12 +21,10 @@ from temporalio.client import Client
 
 from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import (
-    AgentSnapshot,
-    EmbeddedEngine,
-    SessionClient,
-)
-from dex_agents.testing import Ledger, WorkerProcess, WorkerProcessConfig
+from dex_agents.temporal import EmbeddedEngine, SessionClient
+from dex_agents.temporal._snapshot import AgentSnapshot
+from dex_agents.testing import Ledger, WorkerProcess
+from dex_agents.testing._worker_process import WorkerProcessConfig
 from support.fake_cli import with_support_importable
 from support.fake_suite_agent import BASH_LOG, CONFIG_ENV, SuiteConfig, build_flow
 from support.gates import gate_reached, open_gate

@@ -21,7 +21,7 @@ from claude_agent_sdk import tool
 from dex_agents import AgentSessionOptions, ToolPolicy, current_deferred_tool_execution
 from dex_agents.claude import ClaudeAgentDefinition, create_claude_agent_session_flow
 from dex_agents.examples import support_agent
-from dex_agents.temporal import AgentSessionFlow
+from dex_agents.temporal._flow import AgentSessionFlow
 
 
 def runs_path() -> Path:

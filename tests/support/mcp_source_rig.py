@@ -23,7 +23,8 @@ from dex_agents.connectors import (
     MCPServerStreamableHTTP,
     MCPServerToolSource,
 )
-from dex_agents.session import DeferredToolExecution, ToolCall, ToolPolicy
+from dex_agents.session import ToolCall, ToolPolicy
+from dex_agents.session._records import DeferredToolExecution
 from dex_agents.temporal import SessionClient
 from support.fake_cli import fake_claude_cli_path
 from support.session_harness import in_process_worker

@@ -15,12 +15,8 @@ from temporalio.client import Client
 from dex_agents.session import RunModelContext, ToolCallsRequested, TurnCompleted
 from dex_agents.session._usage import Usage
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import (
-    AgentSessionFlow,
-    SessionClient,
-    create_agent_session_flow,
-    create_worker,
-)
+from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger, ScriptedRunner
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow, ledger_tools
 from support.gates import open_gate

@@ -19,14 +19,15 @@ from pathlib import Path
 from dex_agents.s3 import S3MediaStore
 from dex_agents.session import (
     AgentSessionOptions,
-    DeferredToolExecution,
-    JsonObject,
     RunModelContext,
     ToolCallsRequested,
     TurnCompleted,
 )
+from dex_agents.session._json import JsonObject
 from dex_agents.session._media import ImageReference
-from dex_agents.temporal import AgentSessionFlow, create_agent_session_flow
+from dex_agents.session._records import DeferredToolExecution
+from dex_agents.temporal import create_agent_session_flow
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger, ScriptedRunner, ScriptedTool
 from dex_agents.testing._ledger_flow import LEDGER_TOOL_POLICIES, ledger_tools
 

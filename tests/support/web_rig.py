@@ -16,7 +16,8 @@ import pytest_asyncio
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import AgentSessionFlow, SessionClient, create_worker
+from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 from dex_agents.web import WebOptions, create_app

@@ -20,8 +20,9 @@ from dex_agents.connectors._model import (
     ConnectorRetry,
     connector_call_id,
 )
-from dex_agents.session import DeferredToolExecution, JsonObject, ToolCall
-from dex_agents.session._json import JsonValue
+from dex_agents.session import ToolCall
+from dex_agents.session._json import JsonObject, JsonValue
+from dex_agents.session._records import DeferredToolExecution
 from dex_agents.testing import Ledger
 from support.connector_agent import connector_agent
 

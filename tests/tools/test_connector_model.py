@@ -12,7 +12,7 @@ from claude_agent_sdk import ClaudeAgentOptions, tool
 
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.connectors import ConnectorToolSource, connector_tool
-from dex_agents.session import DeferredToolExecution
+from dex_agents.session._records import DeferredToolExecution
 from dex_agents.session._tool_sources import (
     SourceCallRefused,
     SourceTool,

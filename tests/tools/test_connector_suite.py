@@ -17,7 +17,7 @@ from temporalio.client import Client
 
 from dex_agents import AgentSessionOptions
 from dex_agents.claude._sources import source_one_reply_text, vanished_text
-from dex_agents.temporal import AgentSnapshot
+from dex_agents.temporal._snapshot import AgentSnapshot
 from dex_agents.testing._fake_ledger_connector import (
     FLAKY_LOOKUP_ATTEMPTS,
     SLOW_LOOKUP_TIMEOUT,

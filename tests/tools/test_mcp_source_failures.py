@@ -21,7 +21,8 @@ from temporalio.converter import DataConverter
 from dex_agents import SessionError, ToolExecutionError
 from dex_agents.connectors import MCPServerStdio, MCPServerToolSource
 from dex_agents.connectors._mcp_source import _MAX_OUTPUT_BYTES, _result_text
-from dex_agents.session import ToolEffect, ToolPolicy
+from dex_agents.session import ToolPolicy
+from dex_agents.session._policy import ToolEffect
 from dex_agents.session._tool_sources import SourceCallRefused, ToolSourceContext
 from dex_agents.testing import Ledger
 from support.mcp_source_rig import execution, http_server, stdio_server, tool_call

@@ -16,8 +16,9 @@ from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
-from dex_agents.testing import WorkerProcess, WorkerProcessConfig
+from dex_agents.testing import WorkerProcess
 from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.testing._worker_process import WorkerProcessConfig
 from dex_agents.web import create_app
 from dex_agents.web._server import serving
 from support.session_harness import ledger_config

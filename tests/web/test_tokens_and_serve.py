@@ -18,9 +18,9 @@ from temporalio.client import Client
 from dex_agents import UserError
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine
-from dex_agents.web import create_app, load_tokens
+from dex_agents.web import create_app
 from dex_agents.web._server import serving
-from dex_agents.web._tokens import TokenSet, hash_token, token_entry
+from dex_agents.web._tokens import TokenSet, hash_token, load_tokens, token_entry
 from support.web_rig import role_tokens
 
 SERVE = [sys.executable, "-m", "dex_agents.web"]

@@ -39,7 +39,6 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pydantic import JsonValue
 
@@ -79,15 +78,12 @@ class ToolCallSpec:
 class Say:
     """Answer `said: <text>`."""
 
-    kind: Literal["say"] = "say"
     text: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Recall:
     """Answer with every earlier prompt of the session, proving history survived."""
-
-    kind: Literal["recall"] = "recall"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,14 +104,11 @@ class Digest:
     know it (and refuses it as unknown): `parse_digest` does.
     """
 
-    kind: Literal["digest"] = "digest"
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Call:
     """Call every tool in `calls` in one assistant reply."""
 
-    kind: Literal["call"] = "call"
     calls: tuple[ToolCallSpec, ...]
 
 
@@ -123,15 +116,12 @@ class Call:
 class Stall:
     """Call lookup, stream text, then wait at `gate` (fake CLI only)."""
 
-    kind: Literal["stall"] = "stall"
     gate: str
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class Fail:
     """End the turn with an error result (fake CLI only)."""
-
-    kind: Literal["fail"] = "fail"
 
 
 Command = Say | Recall | Call | Stall | Fail
@@ -155,7 +145,6 @@ class Script:
 class TextReply:
     """The model answers with text and ends the turn."""
 
-    kind: Literal["text"] = "text"
     text: str
 
 
@@ -163,7 +152,6 @@ class TextReply:
 class ToolUseReply:
     """The model calls tools; the turn goes on once their results arrive."""
 
-    kind: Literal["tool_use"] = "tool_use"
     calls: tuple[ToolCallSpec, ...]
 
 

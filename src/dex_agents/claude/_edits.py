@@ -20,47 +20,45 @@ from .._schema import schema_problem
 from ..session import (
     AgentEvent,
     EditContext,
-    JsonObject,
     RunModelContext,
     StoredMessage,
     ToolCall,
     ToolPolicy,
 )
+from ..session._json import JsonObject
 from ..session._policy import resolve_policy
 from ..session._tool_sources import source_call_policy
 from ._definition import ClaudeAgentDefinition, ClaudeCodeToolDenial
 from ._sources import SOURCE_CALL_KIND
 from ._tools import CustomTool
 
+_TEXT = {"type": "string"}
+_NON_EMPTY = {"type": "string", "minLength": 1}
+_FLAG = {"type": "boolean"}
+
+
+def _object_schema(
+    required: dict[str, Any], optional: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """A JSON object schema: its `required` properties, then its `optional` ones."""
+    properties = {**required, **(optional or {})}
+    return {"type": "object", "properties": properties, "required": list(required)}
+
+
 CLI_TOOL_SCHEMAS: dict[str, dict[str, Any]] = {
-    "Bash": {
-        "type": "object",
-        "properties": {
-            "command": {"type": "string", "minLength": 1},
+    "Bash": _object_schema(
+        {"command": _NON_EMPTY},
+        {
             "timeout": {"type": "number"},
-            "description": {"type": "string"},
-            "run_in_background": {"type": "boolean"},
+            "description": _TEXT,
+            "run_in_background": _FLAG,
         },
-        "required": ["command"],
-    },
-    "Write": {
-        "type": "object",
-        "properties": {
-            "file_path": {"type": "string", "minLength": 1},
-            "content": {"type": "string"},
-        },
-        "required": ["file_path", "content"],
-    },
-    "Edit": {
-        "type": "object",
-        "properties": {
-            "file_path": {"type": "string", "minLength": 1},
-            "old_string": {"type": "string"},
-            "new_string": {"type": "string"},
-            "replace_all": {"type": "boolean"},
-        },
-        "required": ["file_path", "old_string", "new_string"],
-    },
+    ),
+    "Write": _object_schema({"file_path": _NON_EMPTY, "content": _TEXT}),
+    "Edit": _object_schema(
+        {"file_path": _NON_EMPTY, "old_string": _TEXT, "new_string": _TEXT},
+        {"replace_all": _FLAG},
+    ),
 }
 """The input shapes of the CLI's own writing tools (CLI 2.1.327, as its tools list
 them); any other CLI tool's edit must be a JSON object, and the CLI checks the rest

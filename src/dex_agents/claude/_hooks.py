@@ -38,8 +38,8 @@ from claude_agent_sdk import (
     ToolPermissionContext,
 )
 
-from ..session import AgentEvent, RunModelContext, ToolCall, ToolEffect, ToolPolicy
-from ..session._policy import resolve_policy
+from ..session import AgentEvent, RunModelContext, ToolCall, ToolPolicy
+from ..session._policy import ToolEffect, resolve_policy
 from ..session._tool_sources import source_call_policy
 from ._app_hooks import AppHookOutcome, matchers_timeout, run_app_hooks
 from ._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission

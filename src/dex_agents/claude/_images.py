@@ -23,8 +23,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from .._errors import SessionError
-from ..session import JsonObject
-from ..session._json import JsonValue
+from ..session._json import JsonObject, JsonValue
 from ..session._media import ImageReference
 from ..stores import MediaStore
 

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ..session import JsonObject
+from ..session._json import JsonObject
 
 
 def prompt_texts(pending: Sequence[JsonObject]) -> list[str]:

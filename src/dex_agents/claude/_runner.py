@@ -11,9 +11,7 @@ from claude_agent_sdk import ClaudeAgentOptions
 
 from .._errors import InvalidOptionError, ToolExecutionError, UserError
 from ..session import (
-    DeferredToolExecution,
     EditContext,
-    JsonObject,
     RunModelContext,
     ToolCall,
     ToolCallsRequested,
@@ -21,9 +19,11 @@ from ..session import (
     ToolPolicy,
     TurnCompleted,
 )
+from ..session._json import JsonObject
 from ..session._media import ImageReference
 from ..session._policy import resolve_policy
 from ..session._records import (
+    DeferredToolExecution,
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,
 )

@@ -31,7 +31,6 @@ from claude_agent_sdk import (
 from .._errors import BudgetReachedError, SessionError
 from ..session import (
     AgentEvent,
-    JsonObject,
     RunModelContext,
     StoredMessage,
     ToolCallsRequested,
@@ -39,6 +38,7 @@ from ..session import (
     TurnCompleted,
 )
 from ..session._events import AgentEventType
+from ..session._json import JsonObject
 from ..stores import MediaStore
 from ._definition import ClaudeCodeToolPermission
 from ._gate import ToolCallGate
@@ -163,20 +163,7 @@ class Segment:
         store = ClaudeTranscriptStore(
             session_id=session_id, committed=await images.restore(loaded)
         )
-        permissions = ToolPermissions(
-            context=context,
-            gate=self._gate,
-            tools=setup.tools,
-            server_name=setup.server_name,
-            policies=setup.policies,
-            default_effect=context.default_tool_effect,
-            app_matchers=(setup.options.hooks or {}).get("PreToolUse", []),
-            permission=setup.permission,
-            pending=pending,
-            answered=answered,
-            hook_timeout=self._hook_timeout,
-        )
-        self._permissions = permissions
+        permissions = self._tool_permissions(pending, answered)
         prompt = None
         if resume is None:
             content = await images.prompt_content(context.pending)
@@ -191,7 +178,6 @@ class Segment:
             stack.enter_context(group)
             self._group = group
             options = self._segment_options(
-                session_id=session_id,
                 cwd=cwd,
                 store=store,
                 permissions=permissions,
@@ -258,10 +244,28 @@ class Segment:
         if self._awaited is not None:
             self._awaited.close()
 
+    def _tool_permissions(
+        self, pending: PendingCall | AwaitedCall | None, answered: frozenset[str]
+    ) -> ToolPermissions:
+        """The segment's tool decisions, kept for `adopt` to hand a parked one its attempt."""
+        self._permissions = ToolPermissions(
+            context=self._context,
+            gate=self._gate,
+            tools=self._setup.tools,
+            server_name=self._setup.server_name,
+            policies=self._setup.policies,
+            default_effect=self._context.default_tool_effect,
+            app_matchers=(self._setup.options.hooks or {}).get("PreToolUse", []),
+            permission=self._setup.permission,
+            pending=pending,
+            answered=answered,
+            hook_timeout=self._hook_timeout,
+        )
+        return self._permissions
+
     def _segment_options(
         self,
         *,
-        session_id: str | None,
         cwd: str,
         store: ClaudeTranscriptStore,
         permissions: ToolPermissions,
@@ -290,7 +294,7 @@ class Segment:
             hooks=hooks,
             can_use_tool=permissions.can_use_tool,
             session_store=store,
-            resume=session_id,
+            resume=store.session_id,
             include_partial_messages=True,
             # CLI 2.1.327 may resume a deferred call before the SDK's initialize
             # (and so its hooks) arrives; this flag makes it wait.

@@ -11,7 +11,7 @@ from ._definition import ClaudeAgentDefinition
 from ._runner import ClaudeAgentRunner
 
 if TYPE_CHECKING:
-    from ..temporal import AgentSessionFlow
+    from ..temporal._flow import AgentSessionFlow
 
 
 def create_claude_agent_session_flow(

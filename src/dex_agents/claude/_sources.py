@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from .._errors import InvalidOptionError, SessionError, ToolExecutionError
-from ..session import DeferredToolExecution, RunModelContext, ToolCall, ToolOutcome
+from ..session import RunModelContext, ToolCall, ToolOutcome
+from ..session._records import DeferredToolExecution
 from ..session._tool_sources import (
     SourceQuestion,
     SourceTaskStarted,

@@ -31,7 +31,8 @@ from claude_agent_sdk import (
 )
 
 from .._errors import InvalidOptionError
-from ..session import ToolEffect, ToolPolicy
+from ..session import ToolPolicy
+from ..session._policy import ToolEffect
 from ..session._tool_sources import SourceTool, ToolSource
 
 CLAUDE_CODE_TOOL_NAMES: frozenset[str] = frozenset(

@@ -27,7 +27,8 @@ from typing import Any, cast
 
 from claude_agent_sdk import SessionKey, SessionStoreEntry
 
-from ..session import JsonObject, StoredMessage
+from ..session import StoredMessage
+from ..session._json import JsonObject
 
 USER_PROMPT_ITEM_KIND = "user_prompt"
 """Stored item of a user message: `{"kind": "user_prompt", "text": ...}`."""
@@ -64,6 +65,11 @@ class ClaudeTranscriptStore:
         self._committed = list(committed)
         self._appended: dict[_Key, list[SessionStoreEntry]] = {}
         self._sealed = False
+
+    @property
+    def session_id(self) -> str | None:
+        """The Claude session the segment continues (None: it starts a new one)."""
+        return self._session_id
 
     def seal(self) -> None:
         """Keep no later entries: the segment was taken at its result.

@@ -21,7 +21,7 @@ from claude_agent_sdk import (
     SystemMessage,
 )
 
-from ..session import JsonObject
+from ..session._json import JsonObject
 from ..session._usage import ModelCallMetadata, Usage
 
 _PROVIDER_NAMES = {

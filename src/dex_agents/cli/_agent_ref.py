@@ -7,7 +7,7 @@ too); here a bad reference becomes the command line's usage error (exit code 2).
 from __future__ import annotations
 
 from .._errors import InvalidArgumentError
-from ..temporal import AgentSessionFlow
+from ..temporal._flow import AgentSessionFlow
 from ..temporal._flow_ref import load_flow as _load_flow
 from ._errors import BadArgumentError
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import signal
 import socket
@@ -21,30 +22,29 @@ from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
+from rich.table import Table
 from rich.text import Text
 from temporalio.worker import Worker
 
 from .._errors import DexAgentsError, EngineError, UserError
 from .._scripted import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from ..session._events import EventRecord
+from ..session._json import JsonObject
 from ..stores import RuntimeStore, open_runtime_store
 from ..stores._open import redacted_store
-from ..temporal import (
-    AgentSessionFlow,
-    AgentSnapshot,
-    EmbeddedEngine,
-    SessionClient,
-    create_worker,
-)
+from ..temporal import EmbeddedEngine, SessionClient, create_worker
 from ..temporal._client import with_recent_turns
 from ..temporal._engine import resolve_state_dir
+from ..temporal._flow import AgentSessionFlow
+from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
 from ._agent_ref import load_flow
 from ._approvals import (
+    Verdict,
     edited_input_option,
     exit_with,
     pending_approvals,
@@ -90,6 +90,8 @@ _AGENT_HELP = (
     "`AgentSessionFlow` (or a function returning one)."
 )
 _JSON_HELP = "Print JSON instead of a view."
+
+_Row = TypeVar("_Row")
 
 
 def _examples(*lines: str) -> str:
@@ -230,8 +232,9 @@ async def _serve_web(
 ) -> str:
     """Start the web app for the block of `stack`; its URL, or why it is off."""
     try:
-        from ..web import create_app, load_tokens
+        from ..web import create_app
         from ..web._server import serving
+        from ..web._tokens import load_tokens
     except ImportError:
         return "off: install the `web` extra (pip install 'dex-agents[web]')"
     app = create_app(
@@ -344,16 +347,8 @@ async def _dev(
                         web_stack, web, engine.port, conn, flows, store
                     )
                     facts.insert(1, ("inbox", inbox))
-                await _serve(
-                    "dev",
-                    conn,
-                    flows,
-                    store,
-                    refs,
-                    facts,
-                    out,
-                    watch=lambda: _keep_server(engine, out),
-                )
+                keep = functools.partial(_keep_server, engine, out)
+                await _serve("dev", conn, flows, store, refs, facts, out, watch=keep)
             finally:
                 # The web app reads the store: it stops first.
                 await web_stack.aclose()
@@ -458,16 +453,8 @@ async def _worker(
         conn = await connect(target)
     store = await open_store(target, create=True)
     try:
-        await _serve(
-            "worker",
-            conn,
-            flows,
-            store,
-            refs,
-            [],
-            out,
-            watch=lambda: _watch_connection(conn, out),
-        )
+        watch = functools.partial(_watch_connection, conn, out)
+        await _serve("worker", conn, flows, store, refs, [], out, watch=watch)
     finally:
         await store.close()
     out.print(Text("stopped", style="bold"))
@@ -482,7 +469,7 @@ async def _serve(
     facts: list[tuple[str, str]],
     out: Console,
     *,
-    watch: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    watch: Callable[[], Coroutine[Any, Any, None]],
 ) -> None:
     """Run one worker per task queue until Ctrl-C or SIGTERM, then stop them.
 
@@ -536,17 +523,15 @@ async def _serve(
                 soft_wrap=True,
             )
             waiter = asyncio.create_task(stop.wait())
-            watcher = asyncio.create_task(watch()) if watch is not None else None
+            watcher = asyncio.create_task(watch())
             try:
                 done, _ = await asyncio.wait(
-                    [waiter, *runs, *([watcher] if watcher else [])],
-                    return_when=asyncio.FIRST_COMPLETED,
+                    [waiter, watcher, *runs], return_when=asyncio.FIRST_COMPLETED
                 )
             finally:
                 waiter.cancel()
-                if watcher is not None:
-                    watcher.cancel()
-                    await asyncio.gather(watcher, return_exceptions=True)
+                watcher.cancel()
+                await asyncio.gather(watcher, return_exceptions=True)
             if watcher in done:
                 watcher.result()  # it ends only by raising
             for task in done:
@@ -588,17 +573,36 @@ def sessions(as_json: bool, target: Target) -> None:
     with no server or worker running.
     """
     snapshots = run(_list_snapshots(target))
+    _print_listing(
+        snapshots,
+        as_json=as_json,
+        json_of=render.session_summary_json,
+        table=render.sessions_table,
+        none=f"no sessions yet in {redacted_store(target.store)}",
+    )
+
+
+def _print_listing(
+    rows: Sequence[_Row],
+    *,
+    as_json: bool,
+    json_of: Callable[[_Row], JsonObject],
+    table: Callable[[Sequence[_Row]], Table],
+    none: str,
+) -> Console | None:
+    """Print a listing command's `rows`: as JSON, as a table, or `none` (dim).
+
+    Returns the console when it printed a table, for what the command adds below.
+    """
     if as_json:
-        render.echo_json([render.session_summary_json(s) for s in snapshots])
-        return
+        render.echo_json([json_of(row) for row in rows])
+        return None
     out = render.console()
-    if not snapshots:
-        out.print(
-            Text(f"no sessions yet in {redacted_store(target.store)}", style="dim"),
-            soft_wrap=True,
-        )
-        return
-    out.print(render.sessions_table(snapshots))
+    if not rows:
+        out.print(Text(none, style="dim"), soft_wrap=True)
+        return None
+    out.print(table(rows))
+    return out
 
 
 async def _list_snapshots(target: Target) -> list[AgentSnapshot]:
@@ -867,22 +871,13 @@ def approve(
     new_spend_limit = (
         spend_limit_option(spend_limit) if spend_limit is not None else None
     )
-    edited_input = edited_input_option(edit) if edit is not None else None
-    exit_with(
-        run(
-            resolve(
-                target,
-                session_id,
-                interrupt_id,
-                approved=True,
-                message=None,
-                timeout=timeout,
-                resolved_by=recorded_name(resolved_by),
-                edited_input=edited_input,
-                new_spend_limit=new_spend_limit,
-            )
-        )
+    verdict = Verdict(
+        approved=True,
+        resolved_by=recorded_name(resolved_by),
+        edited_input=edited_input_option(edit) if edit is not None else None,
+        new_spend_limit=new_spend_limit,
     )
+    exit_with(run(resolve(target, session_id, interrupt_id, verdict, timeout=timeout)))
 
 
 @main.command(
@@ -921,19 +916,10 @@ def reject(
             f"another input, `{prog()} approve {session_id} {interrupt_id} --edit "
             "JSON`"
         )
-    exit_with(
-        run(
-            resolve(
-                target,
-                session_id,
-                interrupt_id,
-                approved=False,
-                message=message,
-                timeout=timeout,
-                resolved_by=recorded_name(resolved_by),
-            )
-        )
+    verdict = Verdict(
+        approved=False, message=message, resolved_by=recorded_name(resolved_by)
     )
+    exit_with(run(resolve(target, session_id, interrupt_id, verdict, timeout=timeout)))
 
 
 @main.command(
@@ -954,19 +940,15 @@ def approvals(as_json: bool, target: Target) -> None:
     so it works with no server or worker running.
     """
     waiting = run(pending_approvals(target))
-    if as_json:
-        render.echo_json([render.approval_json(p) for p in waiting])
+    out = _print_listing(
+        waiting,
+        as_json=as_json,
+        json_of=render.approval_json,
+        table=render.approvals_table,
+        none=f"no approvals waiting in {redacted_store(target.store)}",
+    )
+    if out is None:
         return
-    out = render.console()
-    if not waiting:
-        out.print(
-            Text(
-                f"no approvals waiting in {redacted_store(target.store)}", style="dim"
-            ),
-            soft_wrap=True,
-        )
-        return
-    out.print(render.approvals_table(waiting))
     first = waiting[0]
     limit = " --spend-limit USD" if render.is_budget(first.interrupt) else ""
     out.print(

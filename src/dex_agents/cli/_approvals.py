@@ -32,13 +32,14 @@ from .._errors import (
     NoWorkerError,
     UnknownInterruptError,
 )
-from ..session import JsonObject
 from ..session._events import parsed_time
+from ..session._json import JsonObject
 from ..session._state import Interrupt
 from ..stores import RuntimeStore
 from ..stores._open import redacted_store
-from ..temporal import AgentSnapshot, SessionClient
+from ..temporal import SessionClient
 from ..temporal._client import with_recent_turns
+from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
 from ._context import (
     Connection,
@@ -76,6 +77,21 @@ class Answer:
     """Its deadline answered it (its call's `tool_call_finished` says `expired`)."""
     edited: bool = False
     """It was approved with an edited input."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Verdict:
+    """What `approve` or `reject` answers to one interrupt, and who answers."""
+
+    approved: bool
+    message: str | None = None
+    """Why it is rejected: the agent reads it in place of the tool's result."""
+    resolved_by: str | None = None
+    """Who decides (`--as`, else the OS user), recorded with the answer."""
+    edited_input: JsonObject | None = None
+    """Approve the call with this input instead of the model's."""
+    new_spend_limit: float | None = None
+    """Approve a spend-limit interrupt with this new limit (USD)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -293,21 +309,15 @@ async def resolve(
     target: Target,
     session_id: str,
     interrupt_id: str,
+    verdict: Verdict,
     *,
-    approved: bool,
-    message: str | None,
     timeout: float,
-    resolved_by: str | None = None,
-    edited_input: JsonObject | None = None,
-    new_spend_limit: float | None = None,
 ) -> int:
-    """Answer one approval as `resolved_by`; the exit code (0 done, 3 recorded for later).
+    """Answer one approval with `verdict`; the exit code (0 done, 3 recorded for later).
 
-    `edited_input` (with `approved`) approves the call with this input instead
-    of the model's; the session's worker checks it first, so an edit is never
-    recorded for later. `new_spend_limit` approves a spend-limit interrupt
-    with that limit (USD); it is checked against the interrupt's kind and
-    spend first, so a wrong one changes nothing.
+    An edited input is checked by the session's worker first, so an edit is
+    never recorded for later. A new spend limit is checked against the
+    interrupt's kind and spend first, so a wrong one changes nothing.
 
     Raises:
         CommandError: no such session or interrupt, or it has ended; a refused
@@ -325,9 +335,7 @@ async def resolve(
         if not seen and store is not None:
             known = await logged(store, session_id, interrupt_id)
             if known.answer is not None:
-                return _already(
-                    out, session_id, interrupt_id, approved, known.answer, edited_input
-                )
+                return _already(out, session_id, interrupt_id, verdict, known.answer)
             if not known.created and await store.get_snapshot(session_id):
                 raise await _unknown(conn, store, session_id, interrupt_id, live=False)
         interrupt = await _pending_interrupt(
@@ -336,12 +344,12 @@ async def resolve(
         _check_kind(
             interrupt,
             session_id,
-            approved=approved,
-            new_spend_limit=new_spend_limit,
-            edited=edited_input is not None,
+            approved=verdict.approved,
+            new_spend_limit=verdict.new_spend_limit,
+            edited=verdict.edited_input is not None,
         )
         budget = interrupt is not None and render.is_budget(interrupt)
-        verb = "approve" if approved else "reject"
+        verb = "approve" if verdict.approved else "reject"
         try:
             async with render.Progress(
                 out, f"waiting for the session's worker to take the {verb}"
@@ -351,12 +359,12 @@ async def resolve(
                 ).resolve_interrupt(
                     session_id,
                     interrupt_id=interrupt_id,
-                    approved=approved,
-                    rejection_message=message,
+                    approved=verdict.approved,
+                    rejection_message=verdict.message,
                     timeout=timeout if seen else min(timeout, _UNSEEN_WAIT),
-                    resolved_by=resolved_by,
-                    edited_input=edited_input,
-                    new_spend_limit=new_spend_limit,
+                    resolved_by=verdict.resolved_by,
+                    edited_input=verdict.edited_input,
+                    new_spend_limit=verdict.new_spend_limit,
                 )
         except InvalidArgumentError as err:
             if err.argument == "new_spend_limit":
@@ -373,10 +381,8 @@ async def resolve(
             log = await logged(store, session_id, interrupt_id) if store else None
             if log is not None and log.answer is not None:
                 # Answered before the worker stopped: what was recorded changes nothing.
-                return _already(
-                    out, session_id, interrupt_id, approved, log.answer, edited_input
-                )
-            if edited_input is not None:
+                return _already(out, session_id, interrupt_id, verdict, log.answer)
+            if verdict.edited_input is not None:
                 raise CommandError(
                     f"no worker of flow {info.flow_type!r} took the edited approval "
                     f"of {interrupt_id} (session {session_id!r}); an edit needs a "
@@ -384,14 +390,14 @@ async def resolve(
                     f"(`{prog()} worker --agent module:flow`) and approve again"
                 ) from None
             if err.superseded is not None:
-                verb = "approve" if approved else "reject"
+                verb = "approve" if verdict.approved else "reject"
                 raise ConflictError(
                     f"{err.superseded} of {interrupt_id} (session {session_id!r}) is "
                     "already recorded and applies first when a worker starts; this "
                     f"{verb} was not recorded"
                 ) from None
             known = log is not None and log.created
-            done = "approval" if approved else "rejection"
+            done = "approval" if verdict.approved else "rejection"
             caveat = (
                 ""
                 if known
@@ -414,28 +420,27 @@ async def resolve(
             raise await _unknown(conn, store, session_id, interrupt_id) from None
         if not changed:
             answer = await _answer_when_logged(store, session_id, interrupt_id)
-            return _already(
-                out, session_id, interrupt_id, approved, answer, edited_input
-            )
+            return _already(out, session_id, interrupt_id, verdict, answer)
     finally:
         if store is not None:
             await store.close()
-    done = "approved" if approved else "rejected"
+    done = "approved" if verdict.approved else "rejected"
     edit = (
-        f" with an edited input: it runs with {render.input_summary(edited_input)}"
-        if edited_input is not None
+        f" with an edited input: it runs with {render.input_summary(verdict.edited_input)}"
+        if verdict.edited_input is not None
         else ""
     )
-    if budget and approved and new_spend_limit is not None:
-        edit = (
-            f": the spend limit is now {new_spend_limit:.4f} USD, and the turn goes on"
-        )
-    elif budget and not approved:
+    if budget and verdict.approved and verdict.new_spend_limit is not None:
+        edit = f": the spend limit is now {verdict.new_spend_limit:.4f} USD, and the turn goes on"
+    elif budget and not verdict.approved:
         done = "declined"
         edit = ": no new spend limit, so the turn fails (spend limit reached)"
     out.print(
         Text.assemble(
-            ("✓ " if approved else "✗ ", "green" if approved else "red"),
+            (
+                "✓ " if verdict.approved else "✗ ",
+                "green" if verdict.approved else "red",
+            ),
             f"{done} {interrupt_id} of session {session_id}{edit}",
         ),
         soft_wrap=True,
@@ -451,12 +456,11 @@ def _already(
     out: Console,
     session_id: str,
     interrupt_id: str,
-    approved: bool,
+    verdict: Verdict,
     answer: Answer | None,
-    edited_input: JsonObject | None = None,
 ) -> int:
     """Say how an interrupt was answered before; fail if it was the other way."""
-    unused = " (this edit was not applied)" if edited_input is not None else ""
+    unused = " (this edit was not applied)" if verdict.edited_input is not None else ""
     if answer is None:
         out.print(
             Text(
@@ -474,7 +478,7 @@ def _already(
         way = "rejected"
         if answer.rejection_message:
             way = f"rejected ({answer.rejection_message!r})"
-    if answer.approved == approved:
+    if answer.approved == verdict.approved:
         out.print(
             Text(
                 f"{interrupt_id} was already {way}; nothing changed{unused}",
@@ -483,7 +487,7 @@ def _already(
             soft_wrap=True,
         )
         return 0
-    verb = "approve" if approved else "reject"
+    verb = "approve" if verdict.approved else "reject"
     raise ConflictError(
         f"{interrupt_id} of session {session_id!r} was already {way}; this {verb} "
         "changed nothing"

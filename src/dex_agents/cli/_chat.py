@@ -38,12 +38,14 @@ from .._errors import (
     InvalidEditError,
     NoWorkerError,
 )
-from ..session import JsonObject
 from ..session._events import EventRecord
+from ..session._json import JsonObject
 from ..session._state import Interrupt
 from ..stores import RuntimeStore
-from ..temporal import AgentSessionFlow, AgentSnapshot, SessionClient
+from ..temporal import SessionClient
 from ..temporal._client import with_recent_turns
+from ..temporal._flow import AgentSessionFlow
+from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
 from ._context import (
     Connection,
@@ -724,8 +726,7 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
                     chat.asking = interrupt
                     draft: str | None = None
                     while True:
-                        ask = _ask_budget if render.is_budget(interrupt) else _ask
-                        answer = ask(
+                        answer = _ask(
                             out,
                             interrupt,
                             lambda i=interrupt.interrupt_id: runner.run(
@@ -800,21 +801,38 @@ def _stop(runner: asyncio.Runner, chat: Chat) -> None:
 _CHOICE = "approve or reject? [a/r] (e: edit the input, then approve) › "
 
 
+_Answered = Callable[[], bool]
+"""Whether someone else answered the card meanwhile (see `_read_line`'s `stop`)."""
+
+
 def _ask(
     out: Console,
     interrupt: Interrupt,
-    answered: Callable[[], bool],
+    answered: _Answered,
     *,
     draft: str | None = None,
 ) -> Decision | None:
     """The person's answer, or None once `answered()` says someone else gave one.
 
-    `draft`: an edit the session refused; the card is not shown again, and
-    the edit prompt opens with it.
+    `draft`: an answer the session refused (an edit, or a spend limit); the
+    card is not shown again, and a refused edit opens the edit prompt.
     """
+    budget = render.is_budget(interrupt)
     if draft is None:
-        render.print_interrupt(out, interrupt)
-    else:
+        render.print_interrupt(out, interrupt, hint=not budget)
+    if budget:
+        return _ask_limit(out, render.spent_usd(interrupt.arguments), answered)
+    return _choose(out, interrupt, answered, draft)
+
+
+def _choose(
+    out: Console, interrupt: Interrupt, answered: _Answered, draft: str | None
+) -> Decision | None:
+    """Approve, edit then approve, or reject a tool call; None if answered elsewhere.
+
+    A `draft` (a refused edit) opens the edit prompt first, and again on `e`.
+    """
+    if draft is not None:
         edited = _edit(out, interrupt, draft)
         if edited is not None:
             return edited
@@ -844,21 +862,12 @@ def _ask(
         )
 
 
-def _ask_budget(
-    out: Console,
-    interrupt: Interrupt,
-    answered: Callable[[], bool],
-    *,
-    draft: str | None = None,
-) -> Decision | None:
+def _ask_limit(out: Console, spent: float, answered: _Answered) -> Decision | None:
     """A new spend limit for a budget interrupt, or a decline; None if answered elsewhere.
 
-    Anything but a number above what was spent (or `r`, or /quit) is asked
-    again. `draft` (a limit the session refused) skips the card.
+    Anything but a number above what was `spent` (or `r`, or /quit) is asked
+    again.
     """
-    spent = render.spent_usd(interrupt.arguments)
-    if draft is None:
-        render.print_interrupt(out, interrupt, hint=False)
     prompt = Text(
         f"new spend limit in USD (above {spent:.4f}), or r to decline › ",
         style="bold yellow",

@@ -18,8 +18,8 @@ import click
 from click.shell_completion import CompletionItem
 
 from ..stores import open_runtime_store
-from ..temporal import AgentSnapshot
 from ..temporal._engine import resolve_state_dir
+from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
 from ._context import store_location
 

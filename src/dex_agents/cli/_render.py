@@ -23,12 +23,13 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from ..session import JsonObject, ToolEffect
 from ..session._events import EventRecord, parsed_time
+from ..session._json import JsonObject
+from ..session._policy import ToolEffect
 from ..session._records import ToolRecord
 from ..session._state import Interrupt, TurnSummary
 from ..session._usage import Usage
-from ..temporal import AgentSnapshot
+from ..temporal._snapshot import AgentSnapshot
 from ._errors import prog
 from ._views import Pending, ShownCall
 
@@ -260,46 +261,50 @@ def preview(text: str) -> str:
 # -- sessions and snapshots -----------------------------------------------------
 
 
-def _table(columns: Sequence[str], *, wrapping: str) -> Table:
+_Row = tuple[str | Text, ...]
+"""The cells of one table row, in the order of its columns."""
+
+
+def _table(columns: Sequence[str], rows: Iterable[_Row], *, wrapping: str) -> Table:
     """A table with these column headers, in bold; only the column `wrapping` wraps."""
     table = Table(box=None, header_style="bold", pad_edge=False)
     for column in columns:
         table.add_column(column, no_wrap=column != wrapping)
+    for row in rows:
+        table.add_row(*row)
     return table
 
 
 def sessions_table(snapshots: Iterable[AgentSnapshot]) -> Table:
     """The `sessions` table: one row per session, newest first."""
-    table = _table(
-        ("SESSION", "FLOW", "STATUS", "TURNS", "APPROVALS", "COST", "UPDATED"),
-        wrapping="APPROVALS",
+    columns = ("SESSION", "FLOW", "STATUS", "TURNS", "APPROVALS", "COST", "UPDATED")
+    return _table(columns, map(_session_row, snapshots), wrapping="APPROVALS")
+
+
+def _session_row(snap: AgentSnapshot) -> _Row:
+    """A `sessions` row; its approvals cell names what each pending one waits on."""
+    pending = snap.pending_interrupts
+    approvals = (
+        Text(
+            f"{len(pending)}: "
+            + ", ".join(
+                budget_text(i.arguments, hint=False) if is_budget(i) else i.tool_name
+                for i in pending
+            ),
+            style="yellow",
+        )
+        if pending
+        else Text("-", style="dim")
     )
-    for snap in snapshots:
-        pending = snap.pending_interrupts
-        approvals = (
-            Text(
-                f"{len(pending)}: "
-                + ", ".join(
-                    budget_text(i.arguments, hint=False)
-                    if is_budget(i)
-                    else i.tool_name
-                    for i in pending
-                ),
-                style="yellow",
-            )
-            if pending
-            else Text("-", style="dim")
-        )
-        table.add_row(
-            snap.session_id,
-            snap.flow_type,
-            status_text(snap.status),
-            str(turn_count(snap)),
-            approvals,
-            f"${snap.usage.cost_usd:.4f}",
-            ago(snap.updated_at),
-        )
-    return table
+    return (
+        snap.session_id,
+        snap.flow_type,
+        status_text(snap.status),
+        str(turn_count(snap)),
+        approvals,
+        f"${snap.usage.cost_usd:.4f}",
+        ago(snap.updated_at),
+    )
 
 
 _INTERRUPT = TypeAdapter(Interrupt)
@@ -317,25 +322,25 @@ def input_summary(arguments: JsonObject, limit: int = _INPUT_SUMMARY) -> str:
 
 def approvals_table(waiting: Iterable[Pending]) -> Table:
     """The `approvals` table: one row per pending approval, the longest-waiting first."""
-    table = _table(
-        ("SESSION", "INTERRUPT", "TOOL", "EFFECT", "INPUT", "DEADLINE", "WAITING"),
-        wrapping="INPUT",
+    columns = ("SESSION", "INTERRUPT", "TOOL", "EFFECT", "INPUT", "DEADLINE", "WAITING")
+    return _table(columns, map(_approval_row, waiting), wrapping="INPUT")
+
+
+def _approval_row(row: Pending) -> _Row:
+    """An `approvals` row; a spend limit shows what was spent in place of an input."""
+    interrupt = row.interrupt
+    budget = is_budget(interrupt)
+    return (
+        row.session_id,
+        interrupt.interrupt_id,
+        interrupt.tool_name,
+        "budget" if budget else interrupt.effect.replace("_", " "),
+        Text(budget_text(interrupt.arguments), style="yellow")
+        if budget
+        else Text(input_summary(interrupt.arguments), style="dim"),
+        when(interrupt.deadline) if interrupt.deadline else Text("-", style="dim"),
+        ago(interrupt.created_at).removesuffix(" ago"),
     )
-    for row in waiting:
-        interrupt = row.interrupt
-        budget = is_budget(interrupt)
-        table.add_row(
-            row.session_id,
-            interrupt.interrupt_id,
-            interrupt.tool_name,
-            "budget" if budget else interrupt.effect.replace("_", " "),
-            Text(budget_text(interrupt.arguments), style="yellow")
-            if budget
-            else Text(input_summary(interrupt.arguments), style="dim"),
-            when(interrupt.deadline) if interrupt.deadline else Text("-", style="dim"),
-            ago(interrupt.created_at).removesuffix(" ago"),
-        )
-    return table
 
 
 def approval_json(row: Pending) -> JsonObject:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast, get_args
 
-from ..session import JsonObject
+from ..session._json import JsonObject
 from ..session._records import ToolRecord, ToolRecordStatus
 from ..session._state import Interrupt, TurnSummary
 from ..stores import RuntimeStore

@@ -61,14 +61,10 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import SessionError, ToolExecutionError, UserError
-from ..session import (
-    DeferredToolExecution,
-    JsonObject,
-    ToolCall,
-    ToolEffect,
-    ToolOutcome,
-    ToolPolicy,
-)
+from ..session import ToolCall, ToolOutcome, ToolPolicy
+from ..session._json import JsonObject
+from ..session._policy import ToolEffect
+from ..session._records import DeferredToolExecution
 from ..session._tool_sources import (
     SourceCall,
     SourceCallRefused,

@@ -22,8 +22,9 @@ from datetime import timedelta
 from typing import Any, Literal, TypeAlias, assert_never, cast
 
 from .._errors import InvalidOptionError
-from ..session import DeferredToolExecution, JsonObject, ToolEffect
-from ..session._json import JsonValue
+from ..session._json import JsonObject, JsonValue
+from ..session._policy import ToolEffect
+from ..session._records import DeferredToolExecution
 from ..session._tool_sources import SourceQuestion, SourceTaskStarted
 
 ConnectorKind = Literal["query", "mutation"]
@@ -82,21 +83,15 @@ class ConnectorFence:
         """The fence in `checkpoint`, or None when it holds none."""
         if not isinstance(checkpoint, dict):
             return None
-        raw = checkpoint.get(_FENCE_KEY)
-        if not isinstance(raw, dict):
-            return None
-        call_id, operation, attempt = (
-            raw.get("call_id"),
-            raw.get("operation"),
-            raw.get("attempt"),
-        )
-        if (
-            not isinstance(call_id, str)
-            or not isinstance(operation, str)
-            or not isinstance(attempt, int)
-        ):
-            return None
-        return cls(call_id=call_id, operation=operation, attempt=attempt)
+        match checkpoint.get(_FENCE_KEY):
+            case {
+                "call_id": str(call_id),
+                "operation": str(operation),
+                "attempt": int(attempt),
+            }:
+                return cls(call_id=call_id, operation=operation, attempt=attempt)
+            case _:
+                return None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -5,13 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from .._errors import InvalidOptionError, SessionError, ToolExecutionError
-from ..session import (
-    DeferredToolExecution,
-    JsonObject,
-    ToolCall,
-    ToolOutcome,
-    ToolPolicy,
-)
+from ..session import ToolCall, ToolOutcome, ToolPolicy
+from ..session._json import JsonObject
+from ..session._records import DeferredToolExecution
 from ..session._tool_sources import (
     SourceCall,
     SourceCallRefused,

@@ -3,7 +3,7 @@
 `WebhookNotifier(url, secret)` is an `on_interrupt` callable: it POSTs each
 `InterruptNotification` as JSON, signed with HMAC-SHA256 over the timestamp
 and the body (`X-Dex-Signature: sha256=<hex>`, `X-Dex-Timestamp`), and raises
-`WebhookError` unless the receiver answers 2xx, so the engine retries it.
+a `DexAgentsError` unless the receiver answers 2xx, so the engine retries it.
 A retry repeats `X-Dex-Notification-Id`: the receiver deduplicates by it.
 
 A receiver checks the signature over the raw body before it trusts anything
@@ -29,6 +29,6 @@ async def approvals(request: Request) -> Response:
 ```
 """
 
-from ._webhook import WebhookError, WebhookNotifier, verify_signature
+from ._webhook import WebhookNotifier, verify_signature
 
-__all__ = ["WebhookError", "WebhookNotifier", "verify_signature"]
+__all__ = ["WebhookNotifier", "verify_signature"]

@@ -98,7 +98,7 @@ class WebhookNotifier:
         ```
     """
 
-    __slots__ = ("_display_url", "_headers", "_secret", "_timeout", "_url")
+    __slots__ = ("_headers", "_secret", "_timeout", "_url")
 
     def __init__(
         self,
@@ -122,7 +122,6 @@ class WebhookNotifier:
                 message names it (and never repeats the secret or a header value).
         """
         self._url = _check_url(url)
-        self._display_url = _redacted(self._url)
         self._secret = _check_secret(secret)
         self._timeout = _check_timeout(timeout)
         self._headers = _check_headers(headers)
@@ -130,7 +129,7 @@ class WebhookNotifier:
     @property
     def url(self) -> str:
         """The receiver's URL, with any password or query replaced by `***`."""
-        return self._display_url
+        return _redacted(self._url)
 
     @property
     def timeout(self) -> float:
@@ -138,7 +137,7 @@ class WebhookNotifier:
         return self._timeout
 
     def __repr__(self) -> str:
-        return f"WebhookNotifier(url={self._display_url!r}, timeout={self._timeout!r})"
+        return f"WebhookNotifier(url={self.url!r}, timeout={self._timeout!r})"
 
     async def __call__(self, notification: InterruptNotification) -> None:
         """POST `notification` once, signed; return when the receiver answered 2xx.
@@ -188,12 +187,13 @@ class WebhookNotifier:
     def _error(
         self, notification_id: str, what: str, status_code: int | None = None
     ) -> WebhookError:
+        url = self.url
         return WebhookError(
-            f"webhook {self._display_url} {what} for notification "
+            f"webhook {url} {what} for notification "
             f"{notification_id!r}; it was not delivered, and the receiver will be "
             "retried (the engine sends it again with backoff, with the same "
             f"{ID_HEADER})",
-            url=self._display_url,
+            url=url,
             status_code=status_code,
         )
 

@@ -6,11 +6,9 @@ machine, its Steps and the session's state are private to the engine binding.
 """
 
 from ._events import AgentEvent, TextDeltaEvent, ToolCallFinishedEvent, event_payload
-from ._json import JsonObject
 from ._options import AgentSessionOptions
-from ._policy import ToolEffect, ToolPolicy
+from ._policy import ToolPolicy
 from ._records import (
-    DeferredToolExecution,
     StoredMessage,
     ToolCall,
     ToolOutcome,
@@ -28,16 +26,13 @@ __all__ = [
     "AgentEvent",
     "AgentFrameworkRunner",
     "AgentSessionOptions",
-    "DeferredToolExecution",
     "EditContext",
-    "JsonObject",
     "RunModelContext",
     "StoredMessage",
     "TextDeltaEvent",
     "ToolCall",
     "ToolCallFinishedEvent",
     "ToolCallsRequested",
-    "ToolEffect",
     "ToolOutcome",
     "ToolPolicy",
     "TurnCompleted",

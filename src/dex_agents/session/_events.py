@@ -92,64 +92,78 @@ class EventSink(Protocol):
 
 # ----- typed payloads ---------------------------------------------------------
 #
-# Every payload has the event's `type` and the `timestamp` its writer stamped.
-# Long values never ride in an event: a tool output or call input over 8 KiB
-# is a preview plus a `BlobReference` into the runtime store
+# Every payload has the event's `type` and the `timestamp` its writer stamped
+# (`_Payload`). Long values never ride in an event: a tool output or call
+# input over 8 KiB is a preview plus a `BlobReference` into the runtime store
 # (`RuntimeStore.get_blob(session_id, ref.blob_id)` reads it whole).
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TextDeltaEvent:
+class _Payload:
+    """What every payload has; each one narrows `type` to its own."""
+
+    type: AgentEventType
+    timestamp: str = ""
+    """Stored last in the event's data, after the payload's own fields."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _ToolCallPayload(_Payload):
+    """An event of one tool call's run, named by the call's ID and its tool."""
+
+    tool_call_id: str
+    tool_name: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _TurnPayload(_Payload):
+    """An event of one turn's life."""
+
+    turn_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDeltaEvent(_Payload):
     """A piece of the agent's answer, as the model streams it."""
 
     type: Literal["text_delta"] = "text_delta"
     text: str
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ReasoningDeltaEvent:
+class ReasoningDeltaEvent(_Payload):
     """A piece of the model's visible reasoning."""
 
     type: Literal["reasoning_delta"] = "reasoning_delta"
     text: str
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCallStartedEvent:
+class ToolCallStartedEvent(_ToolCallPayload):
     """A tool call starts: inside the model segment, or in its own Step attempt."""
 
     type: Literal["tool_call_started"] = "tool_call_started"
-    tool_call_id: str
-    tool_name: str
     arguments: JsonObject = field(default_factory=lambda: {})
     """The call's input; empty when it is long and `arguments_ref` holds it."""
     arguments_ref: BlobReference | None = None
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCallAttemptFailedEvent:
+class ToolCallAttemptFailedEvent(_ToolCallPayload):
     """One attempt of a tool Step raised; `retrying` says whether another follows."""
 
     type: Literal["tool_call_attempt_failed"] = "tool_call_attempt_failed"
-    tool_call_id: str
-    tool_name: str
     attempt: int
     error: str
     """The tool's error, as `ExceptionType: message`."""
     retrying: bool = False
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class ToolCallFinishedEvent:
+class ToolCallFinishedEvent(_ToolCallPayload):
     """How a tool call ended: one per call (per attempt, for a call its Step reran)."""
 
     type: Literal["tool_call_finished"] = "tool_call_finished"
-    tool_call_id: str
-    tool_name: str
     status: ToolOutcomeStatus
     output: str = ""
     """What the tool returned (its error text when `failed`); a preview when
@@ -162,11 +176,10 @@ class ToolCallFinishedEvent:
     """`rejected` and `expired`: what the agent reads instead of a result."""
     attempts: int = 0
     """Attempts its Step ran (0 for a call that ran inside the model segment)."""
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SegmentRerunEvent:
+class SegmentRerunEvent(_Payload):
     """A model segment runs again (attempt 2 or later) after a crash or an error.
 
     Tools that run inside the model's CLI (Bash, Write, ...) may run again in
@@ -176,53 +189,44 @@ class SegmentRerunEvent:
     type: Literal["segment_rerun"] = "segment_rerun"
     step_execution_id: str
     attempt: int
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TurnStartedEvent:
+class TurnStartedEvent(_TurnPayload):
     """A turn starts; it sends every message queued until now."""
 
     type: Literal["turn_started"] = "turn_started"
-    turn_id: str
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TurnCompletedEvent:
+class TurnCompletedEvent(_TurnPayload):
     """A turn answered; `reruns` counts extra attempts of its model segments."""
 
     type: Literal["turn_completed"] = "turn_completed"
-    turn_id: str
     reruns: int = 0
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TurnFailedEvent:
+class TurnFailedEvent(_TurnPayload):
     """A turn failed; its messages stay queued with a note for the next turn."""
 
     type: Literal["turn_failed"] = "turn_failed"
-    turn_id: str
     error: str
     reruns: int = 0
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class TurnCancelledEvent:
+class TurnCancelledEvent(_TurnPayload):
     """A turn was stopped by `cancel_turn`; the next message starts a new turn."""
 
     type: Literal["turn_cancelled"] = "turn_cancelled"
-    turn_id: str
     reason: str = ""
     cancelled_by: str | None = None
     reruns: int = 0
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class InterruptCreatedEvent:
+class InterruptCreatedEvent(_Payload):
     """A tool call waits for a person's approval."""
 
     type: Literal["interrupt_created"] = "interrupt_created"
@@ -238,11 +242,10 @@ class InterruptCreatedEvent:
     deadline: str | None = None
     kind: str = "tool_call"
     """`budget`: the session reached its spend limit and asks for a new one."""
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class InterruptResolvedEvent:
+class InterruptResolvedEvent(_Payload):
     """An approval was answered: by a person, by its deadline, or by ending the session."""
 
     type: Literal["interrupt_resolved"] = "interrupt_resolved"
@@ -266,16 +269,14 @@ class InterruptResolvedEvent:
     """Who edited the input (the resolution's `resolved_by`)."""
     new_spend_limit: float | None = None
     """The new limit of an approved `budget` interrupt (USD)."""
-    timestamp: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class SessionEndedEvent:
+class SessionEndedEvent(_Payload):
     """The session ended (`SessionClient.end`); its workflow completes after this."""
 
     type: Literal["session_ended"] = "session_ended"
     reason: str = ""
-    timestamp: str = ""
 
 
 EventPayload = Annotated[
@@ -321,8 +322,8 @@ def agent_event(payload: EventPayload) -> AgentEvent:
             data.pop(name, None)
     if payload.type == "interrupt_created" and data.get("kind") == "tool_call":
         del data["kind"]  # the events of a tool call's approval stay what they were
-    if not data.get("timestamp"):
-        data.pop("timestamp", None)
+    if timestamp := data.pop("timestamp"):
+        data["timestamp"] = timestamp  # after the payload's own fields
     return AgentEvent(type=payload.type, data=data)
 
 

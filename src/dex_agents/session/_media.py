@@ -54,21 +54,16 @@ class ImageReference:
         if not isinstance(value, dict):
             raise ValueError(f"an image reference must be an object, got {value!r}")
         fields: dict[str, Any] = dict(value)  # pyright: ignore[reportUnknownArgumentType]
-        media_type, key, sha256, size = (
-            fields.get("media_type"),
-            fields.get("key"),
-            fields.get("sha256"),
-            fields.get("size"),
-        )
-        if (
-            not isinstance(media_type, str)
-            or not isinstance(key, str)
-            or not isinstance(sha256, str)
-            or not isinstance(size, int)
-            or isinstance(size, bool)
-        ):
-            raise ValueError(
-                "an image reference needs `media_type`, `key`, `sha256` (strings) "
-                f"and `size` (an integer), got {value!r}"
-            )
-        return cls(media_type=media_type, key=key, sha256=sha256, size=size)
+        match fields:
+            case {
+                "media_type": str(media_type),
+                "key": str(key),
+                "sha256": str(sha256),
+                "size": int(size),
+            } if not isinstance(size, bool):
+                return cls(media_type=media_type, key=key, sha256=sha256, size=size)
+            case _:
+                raise ValueError(
+                    "an image reference needs `media_type`, `key`, `sha256` (strings) "
+                    f"and `size` (an integer), got {value!r}"
+                )

@@ -5,14 +5,12 @@ A new backend passes `dex_agents.testing.run_runtime_store_conformance` (or
 """
 
 from ._media import DirectoryMediaStore, MediaStore
-from ._memory import InMemoryRuntimeStore
 from ._open import open_runtime_store
 from ._protocols import RuntimeStore
 from ._sqlite import SQLiteRuntimeStore
 
 __all__ = [
     "DirectoryMediaStore",
-    "InMemoryRuntimeStore",
     "MediaStore",
     "RuntimeStore",
     "SQLiteRuntimeStore",

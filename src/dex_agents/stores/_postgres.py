@@ -27,26 +27,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, LiteralString, Self, cast
 
-from pydantic import TypeAdapter
-
 from .._errors import UserError
-from ..session import JsonObject, StoredMessage
 from ..session._events import EventRecord
+from ..session._json import JsonObject
+from ._base import SQLStoreBase
 from ._rules import (
-    EVENT_COLUMNS,
-    MESSAGES,
-    PollsEvents,
-    at_least_one,
+    EVENT_FIELD_DEFINITIONS,
+    JSON_OBJECT,
     blob_digest,
-    chain_messages,
     check_same_blob,
-    check_same_segment,
-    event_from_row,
     event_values,
-    missing_blob,
-    snapshot_version,
-    turn_number,
-    unknown_cursor,
 )
 
 try:
@@ -57,8 +47,6 @@ except ImportError as e:  # pragma: no cover - exercised only without the extra
     raise ImportError(
         'the PostgreSQL runtime store needs psycopg: pip install "dex-agents[postgres]"'
     ) from e
-
-_JSON_OBJECT = TypeAdapter(JsonObject)
 
 _PREFIX = re.compile(r"[a-z_][a-z0-9_]{0,30}")
 _SCHEMA_LOCK = 0x64657861  # "dexa": serializes CREATE TABLE between hosts
@@ -121,6 +109,14 @@ async def _one(
     return await cur.fetchone()
 
 
+async def _insert_new(
+    conn: psycopg.AsyncConnection[Any], sql: str, params: Sequence[Any]
+) -> bool:
+    """Run the INSERT `sql` unless its key is taken; whether it inserted the row."""
+    cur = await conn.execute(_sql(f"{sql} ON CONFLICT DO NOTHING"), params)
+    return cur.rowcount == 1
+
+
 def _schema(p: str) -> list[str]:
     return [
         f"""CREATE TABLE IF NOT EXISTS {p}segments (
@@ -136,12 +132,7 @@ def _schema(p: str) -> list[str]:
         f"""CREATE TABLE IF NOT EXISTS {p}events (
             session_id TEXT NOT NULL,
             cursor BIGINT NOT NULL,
-            turn_id TEXT NOT NULL,
-            step_execution_id TEXT NOT NULL,
-            attempt INTEGER NOT NULL,
-            seq INTEGER NOT NULL,
-            type TEXT NOT NULL,
-            data TEXT NOT NULL,
+            {EVENT_FIELD_DEFINITIONS},
             PRIMARY KEY (session_id, cursor))""",
         f"CREATE SEQUENCE IF NOT EXISTS {p}snapshot_order",
         f"""CREATE TABLE IF NOT EXISTS {p}snapshots (
@@ -189,13 +180,15 @@ def _chain(p: str) -> str:
     SELECT segment_id, parent_id, body FROM chain"""
 
 
-class PostgresRuntimeStore(PollsEvents):
+class PostgresRuntimeStore(SQLStoreBase):
     """`RuntimeStore` on a PostgreSQL database shared by every worker and client.
 
     The constructor connects to nothing; the pool opens and the tables are
     created by `open` or by the first call. Close the store to release its
     connections.
     """
+
+    _mark = "%s"
 
     def __init__(
         self,
@@ -322,7 +315,7 @@ class PostgresRuntimeStore(PollsEvents):
                 "grant this role CREATE on the schema"
             ) from e
 
-    async def _fetch(
+    async def _rows(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any]
     ) -> list[tuple[Any, ...]]:
         pool = await self._ensure_open()
@@ -330,29 +323,25 @@ class PostgresRuntimeStore(PollsEvents):
             cur = await conn.execute(_sql(sql), params)
             return await cur.fetchall()
 
-    # -- segments ----------------------------------------------------------
-
-    async def put_segment(
-        self,
-        session_id: str,
-        segment_id: str,
-        parent_id: str | None,
-        messages: Sequence[StoredMessage],
-    ) -> None:
-        """Write one immutable segment; see `RuntimeStore.put_segment`."""
-        body = MESSAGES.dump_json(list(messages)).decode()
+    async def _write(self, sql: str, params: Sequence[Any]) -> None:
         pool = await self._ensure_open()
         async with pool.connection() as conn:
-            cur = await conn.execute(
-                _sql(
-                    f"INSERT INTO {self._p}segments"
-                    " (session_id, segment_id, parent_id, body)"
-                    " VALUES (%s, %s, %s, %s) ON CONFLICT DO NOTHING"
-                ),
+            await conn.execute(_sql(sql), params)
+
+    # -- segments ----------------------------------------------------------
+
+    async def _add_segment(
+        self, session_id: str, segment_id: str, parent_id: str | None, body: str
+    ) -> tuple[str | None, str] | None:
+        pool = await self._ensure_open()
+        async with pool.connection() as conn:
+            if await _insert_new(
+                conn,
+                f"INSERT INTO {self._p}segments"
+                " (session_id, segment_id, parent_id, body) VALUES (%s, %s, %s, %s)",
                 (session_id, segment_id, parent_id, body),
-            )
-            if cur.rowcount == 1:
-                return
+            ):
+                return None
             row = await _one(
                 conn,
                 f"SELECT parent_id, body FROM {self._p}segments"
@@ -360,32 +349,14 @@ class PostgresRuntimeStore(PollsEvents):
                 (session_id, segment_id),
             )
         assert row is not None  # the insert conflicted with this very row
-        check_same_segment(session_id, segment_id, row, parent_id, body)
+        return row
 
-    async def read_segment(
-        self, session_id: str, segment_id: str
-    ) -> list[StoredMessage]:
-        """The messages of one segment; `KeyError` if it was never written."""
-        rows = await self._fetch(
-            f"SELECT body FROM {self._p}segments"
-            " WHERE session_id = %s AND segment_id = %s",
-            (session_id, segment_id),
-        )
-        if not rows:
-            raise KeyError(f"session {session_id!r} has no segment {segment_id!r}")
-        return MESSAGES.validate_json(rows[0][0])
-
-    async def read_transcript(
-        self, session_id: str, head_id: str | None, *, max_segments: int | None = None
-    ) -> list[StoredMessage]:
-        """The chain ending at `head_id`, oldest first; see `RuntimeStore.read_transcript`."""
-        at_least_one("max_segments", max_segments)
-        if head_id is None:
-            return []
-        rows = await self._fetch(
+    async def _chain_rows(
+        self, session_id: str, head_id: str, max_segments: int | None
+    ) -> list[tuple[Any, ...]]:
+        return await self._rows(
             _chain(self._p), {"s": session_id, "h": head_id, "n": max_segments}
         )
-        return chain_messages(session_id, head_id, rows, max_segments)
 
     # -- blobs -------------------------------------------------------------
 
@@ -399,15 +370,12 @@ class PostgresRuntimeStore(PollsEvents):
             stored = await self._blob_digest(conn, session_id, blob_id)
             if stored is None:
                 # %b: the bytes travel in binary, not escaped to twice their size.
-                cur = await conn.execute(
-                    _sql(
-                        f"INSERT INTO {self._p}blobs"
-                        " (session_id, blob_id, sha256, data)"
-                        " VALUES (%s, %s, %s, %b) ON CONFLICT DO NOTHING"
-                    ),
+                if await _insert_new(
+                    conn,
+                    f"INSERT INTO {self._p}blobs"
+                    " (session_id, blob_id, sha256, data) VALUES (%s, %s, %s, %b)",
                     (session_id, blob_id, digest, data),
-                )
-                if cur.rowcount == 1:
+                ):
                     return
                 stored = await self._blob_digest(conn, session_id, blob_id)
         assert stored is not None  # the insert conflicted with this very row
@@ -423,8 +391,7 @@ class PostgresRuntimeStore(PollsEvents):
         )
         return None if row is None else row[0]
 
-    async def get_blob(self, session_id: str, blob_id: str) -> bytes:
-        """The bytes of one blob; `KeyError` if it was never written."""
+    async def _blob_data(self, session_id: str, blob_id: str) -> bytes | None:
         pool = await self._ensure_open()
         async with pool.connection() as conn:
             # Binary results: as text, BYTEA would travel hex-encoded, twice its size.
@@ -434,53 +401,7 @@ class PostgresRuntimeStore(PollsEvents):
                 (session_id, blob_id),
                 binary=True,
             )
-        if row is None:
-            raise missing_blob(session_id, blob_id)
-        return bytes(row[0])
-
-    # -- turns -------------------------------------------------------------
-
-    async def put_turn(self, session_id: str, number: int, turn: JsonObject) -> None:
-        """Record (or replace) finished turn `number`; see `RuntimeStore.put_turn`."""
-        row = (session_id, turn_number(number), _JSON_OBJECT.dump_json(turn).decode())
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
-            await conn.execute(
-                _sql(
-                    f"INSERT INTO {self._p}turns VALUES (%s, %s, %s)"
-                    " ON CONFLICT (session_id, number)"
-                    " DO UPDATE SET body = excluded.body"
-                ),
-                row,
-            )
-
-    async def read_turns(
-        self, session_id: str, *, before: int | None = None, limit: int = 20
-    ) -> list[JsonObject]:
-        """Turns numbered below `before`, newest first, at most `limit`."""
-        at_least_one("limit", limit)
-        # Two statements rather than `(%s IS NULL OR number < %s)`, which the
-        # planner cannot turn into a range of the primary key.
-        if before is None:
-            where = "session_id = %s"
-            params: tuple[Any, ...] = (session_id, limit)
-        else:
-            where = "session_id = %s AND number < %s"
-            params = (session_id, before, limit)
-        rows = await self._fetch(
-            f"SELECT body FROM {self._p}turns WHERE {where}"
-            " ORDER BY number DESC LIMIT %s",
-            params,
-        )
-        return [_JSON_OBJECT.validate_json(body) for (body,) in rows]
-
-    async def count_turns(self, session_id: str) -> int:
-        """How many turns the session has recorded."""
-        rows = await self._fetch(
-            f"SELECT count(*) FROM {self._p}turns WHERE session_id = %s",
-            (session_id,),
-        )
-        return int(rows[0][0])
+        return None if row is None else bytes(row[0])
 
     # -- events ------------------------------------------------------------
 
@@ -523,72 +444,39 @@ class PostgresRuntimeStore(PollsEvents):
                 )
         return cursors
 
-    async def read_events(
-        self, session_id: str, *, after: int = 0, limit: int = 1000
-    ) -> list[EventRecord]:
-        """Events of `session_id` with a cursor above `after`, in cursor order."""
-        rows = await self._fetch(
-            f"SELECT {EVENT_COLUMNS}"
-            f" FROM {self._p}events WHERE session_id = %s AND cursor > %s"
-            " ORDER BY cursor LIMIT %s",
-            (session_id, after, limit),
-        )
-        return [event_from_row(session_id, row) for row in rows]
-
     # -- snapshots ---------------------------------------------------------
 
-    async def put_snapshot(self, session_id: str, snapshot: JsonObject) -> None:
-        """Replace the session's projection unless it holds a higher `version`."""
-        version = snapshot_version(snapshot)
-        body = _JSON_OBJECT.dump_json(snapshot).decode()
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
-            await conn.execute(
-                _sql(
-                    f"INSERT INTO {self._p}snapshots AS s"
-                    f" VALUES (%s, %s, nextval('{self._p}snapshot_order'), %s)"
-                    " ON CONFLICT (session_id) DO UPDATE SET"
-                    " version = excluded.version,"
-                    " updated_order = excluded.updated_order, body = excluded.body"
-                    " WHERE excluded.version >= s.version"
-                ),
-                (session_id, version, body),
-            )
-
-    async def get_snapshot(self, session_id: str) -> JsonObject | None:
-        """The last projection of the session, or None."""
-        rows = await self._fetch(
-            f"SELECT body FROM {self._p}snapshots WHERE session_id = %s",
-            (session_id,),
+    async def _set_snapshot(self, session_id: str, version: int, body: str) -> None:
+        await self._write(
+            f"INSERT INTO {self._p}snapshots AS s"
+            f" VALUES (%s, %s, nextval('{self._p}snapshot_order'), %s)"
+            " ON CONFLICT (session_id) DO UPDATE SET"
+            " version = excluded.version,"
+            " updated_order = excluded.updated_order, body = excluded.body"
+            " WHERE excluded.version >= s.version",
+            (session_id, version, body),
         )
-        return _JSON_OBJECT.validate_json(rows[0][0]) if rows else None
 
-    async def list_snapshots(
-        self,
-        *,
-        status: str | None = None,
-        limit: int | None = None,
-        before: str | None = None,
-    ) -> list[JsonObject]:
-        """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
-        at_least_one("limit", limit)
+    async def _snapshot_page(
+        self, status: str | None, limit: int | None, before: str | None
+    ) -> list[JsonObject] | None:
         bound: int | None = None
         if before is not None:
-            found = await self._fetch(
+            found = await self._rows(
                 f"SELECT updated_order FROM {self._p}snapshots WHERE session_id = %s",
                 (before,),
             )
             if not found:
-                raise unknown_cursor(before)
+                return None
             bound = int(found[0][0])
-        rows = await self._fetch(
+        rows = await self._rows(
             f"SELECT body FROM {self._p}snapshots"
             " WHERE (%(bound)s::bigint IS NULL OR updated_order < %(bound)s::bigint)"
             " AND (%(status)s::text IS NULL OR body::jsonb ->> 'status' = %(status)s::text)"
             " ORDER BY updated_order DESC LIMIT %(limit)s::bigint",
             {"bound": bound, "status": status, "limit": limit},
         )
-        return [_JSON_OBJECT.validate_json(body) for (body,) in rows]
+        return [JSON_OBJECT.validate_json(body) for (body,) in rows]
 
     async def close(self) -> None:
         """Close the pool; idempotent."""

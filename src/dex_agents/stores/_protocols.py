@@ -25,8 +25,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
-from ..session import JsonObject, StoredMessage
+from ..session import StoredMessage
 from ..session._events import EventRecord
+from ..session._json import JsonObject
 
 
 class SegmentConflictError(Exception):

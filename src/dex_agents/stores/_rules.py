@@ -10,17 +10,34 @@ from typing import Any, Protocol
 from pydantic import TypeAdapter
 
 from .._errors import UserError
-from ..session import JsonObject, StoredMessage
+from ..session import StoredMessage
 from ..session._events import EventRecord
+from ..session._json import JsonObject
 from ._protocols import BlobConflictError, SegmentConflictError
 
 _EVENT = TypeAdapter(EventRecord)
 MESSAGES = TypeAdapter(list[StoredMessage])
 """How every store encodes a segment's messages (JSON text)."""
-_JSON_OBJECT = TypeAdapter(JsonObject)
+JSON_OBJECT = TypeAdapter(JsonObject)
+"""How every store encodes a JSON object (an event's data, a turn, a snapshot)."""
 
-EVENT_COLUMNS = "cursor, turn_id, step_execution_id, attempt, seq, type, data"
+_EVENT_FIELDS = {
+    "turn_id": "TEXT",
+    "step_execution_id": "TEXT",
+    "attempt": "INTEGER",
+    "seq": "INTEGER",
+    "type": "TEXT",
+    "data": "TEXT",
+}
+"""The `events` table's columns after `cursor` and their SQL types (the same in
+both dialects), in the order of `event_from_row` and `event_values`."""
+
+EVENT_COLUMNS = ", ".join(["cursor", *_EVENT_FIELDS])
 """The columns a SQL store selects for `event_from_row`, in its order."""
+EVENT_FIELD_DEFINITIONS = ", ".join(
+    f"{name} {kind} NOT NULL" for name, kind in _EVENT_FIELDS.items()
+)
+"""The definitions of the `events` table's columns after `cursor`."""
 
 
 def snapshot_version(snapshot: JsonObject) -> int:
@@ -146,7 +163,7 @@ def event_from_row(session_id: str, row: Sequence[Any]) -> EventRecord:
             "attempt": attempt,
             "seq": seq,
             "type": type_,
-            "data": _JSON_OBJECT.validate_json(data),
+            "data": JSON_OBJECT.validate_json(data),
         }
     )
 
@@ -159,7 +176,7 @@ def event_values(event: EventRecord) -> tuple[str, str, int, int, str, str]:
         event.attempt,
         event.seq,
         event.type,
-        _JSON_OBJECT.dump_json(event.data).decode(),
+        JSON_OBJECT.dump_json(event.data).decode(),
     )
 
 

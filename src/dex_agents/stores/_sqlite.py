@@ -25,33 +25,21 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from pydantic import TypeAdapter
-
 from .._errors import UserError
-from ..session import JsonObject, StoredMessage
 from ..session._events import EventRecord
+from ..session._json import JsonObject
+from ._base import SQLStoreBase
 from ._rules import (
-    EVENT_COLUMNS,
-    MESSAGES,
-    PollsEvents,
-    at_least_one,
+    EVENT_FIELD_DEFINITIONS,
+    JSON_OBJECT,
     blob_digest,
-    chain_messages,
     check_same_blob,
-    check_same_segment,
-    event_from_row,
     event_values,
-    missing_blob,
-    snapshot_version,
-    turn_number,
-    unknown_cursor,
 )
 
 _T = TypeVar("_T")
 
-_JSON_OBJECT = TypeAdapter(JsonObject)
-
-_SCHEMA = """
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS segments (
     session_id TEXT NOT NULL,
     segment_id TEXT NOT NULL,
@@ -63,12 +51,7 @@ CREATE TABLE IF NOT EXISTS segments (
 CREATE TABLE IF NOT EXISTS events (
     session_id TEXT NOT NULL,
     cursor INTEGER NOT NULL,
-    turn_id TEXT NOT NULL,
-    step_execution_id TEXT NOT NULL,
-    attempt INTEGER NOT NULL,
-    seq INTEGER NOT NULL,
-    type TEXT NOT NULL,
-    data TEXT NOT NULL,
+    {EVENT_FIELD_DEFINITIONS},
     PRIMARY KEY (session_id, cursor)
 );
 CREATE TABLE IF NOT EXISTS snapshots (
@@ -116,12 +99,21 @@ SELECT segment_id, parent_id, body FROM chain
 """
 
 
-class SQLiteRuntimeStore(PollsEvents):
+def _first_value(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Any:
+    """The first column of the first row `sql` answers, or None."""
+    row = conn.execute(sql, params).fetchone()
+    return None if row is None else row[0]
+
+
+class SQLiteRuntimeStore(SQLStoreBase):
     """`RuntimeStore` on one SQLite file, safe to share between processes.
 
     The constructor touches nothing on disk; the file and its tables are created
     by `open` or by the first call. Close the store to release its threads.
     """
+
+    _mark = "?"
+    _p = ""
 
     def __init__(
         self, path: str | os.PathLike[str], *, busy_timeout: float = 10.0
@@ -212,19 +204,18 @@ class SQLiteRuntimeStore(PollsEvents):
 
         return await self._run(write)
 
+    async def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        return await self._run(lambda conn: conn.execute(sql, params).fetchall())
+
+    async def _write(self, sql: str, params: Sequence[Any]) -> None:
+        await self._run(lambda conn: conn.execute(sql, params))
+
     # -- segments ----------------------------------------------------------
 
-    async def put_segment(
-        self,
-        session_id: str,
-        segment_id: str,
-        parent_id: str | None,
-        messages: Sequence[StoredMessage],
-    ) -> None:
-        """Write one immutable segment; see `RuntimeStore.put_segment`."""
-        body = MESSAGES.dump_json(list(messages)).decode()
-
-        def put(conn: sqlite3.Connection) -> None:
+    async def _add_segment(
+        self, session_id: str, segment_id: str, parent_id: str | None, body: str
+    ) -> tuple[str | None, str] | None:
+        def add(conn: sqlite3.Connection) -> tuple[str | None, str] | None:
             row = conn.execute(
                 "SELECT parent_id, body FROM segments"
                 " WHERE session_id = ? AND segment_id = ?",
@@ -235,46 +226,19 @@ class SQLiteRuntimeStore(PollsEvents):
                     "INSERT INTO segments VALUES (?, ?, ?, ?, ?)",
                     (session_id, segment_id, parent_id, body, time.time()),
                 )
-            else:
-                check_same_segment(session_id, segment_id, row, parent_id, body)
+            return row
 
-        await self._transact(put)
+        return await self._transact(add)
 
-    async def read_segment(
-        self, session_id: str, segment_id: str
-    ) -> list[StoredMessage]:
-        """The messages of one segment; `KeyError` if it was never written."""
-
-        def read(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(
-                "SELECT body FROM segments WHERE session_id = ? AND segment_id = ?",
-                (session_id, segment_id),
-            ).fetchone()
-            return None if row is None else row[0]
-
-        body = await self._run(read)
-        if body is None:
-            raise KeyError(f"session {session_id!r} has no segment {segment_id!r}")
-        return MESSAGES.validate_json(body)
-
-    async def read_transcript(
-        self, session_id: str, head_id: str | None, *, max_segments: int | None = None
-    ) -> list[StoredMessage]:
-        """The chain ending at `head_id`, oldest first; see `RuntimeStore.read_transcript`."""
-        at_least_one("max_segments", max_segments)
-        if head_id is None:
-            return []
-
-        def read(conn: sqlite3.Connection) -> list[tuple[str, str | None, str]]:
-            params = {
-                "session_id": session_id,
-                "head_id": head_id,
-                "max_segments": max_segments,
-            }
-            return conn.execute(_CHAIN, params).fetchall()
-
-        rows = await self._run(read)
-        return chain_messages(session_id, head_id, rows, max_segments)
+    async def _chain_rows(
+        self, session_id: str, head_id: str, max_segments: int | None
+    ) -> list[tuple[str, str | None, str]]:
+        params = {
+            "session_id": session_id,
+            "head_id": head_id,
+            "max_segments": max_segments,
+        }
+        return await self._run(lambda conn: conn.execute(_CHAIN, params).fetchall())
 
     # -- blobs -------------------------------------------------------------
 
@@ -307,73 +271,18 @@ class SQLiteRuntimeStore(PollsEvents):
         conn: sqlite3.Connection, session_id: str, blob_id: str
     ) -> str | None:
         # `sha256` precedes `data` in the row, so this never reads the blob's pages.
-        row = conn.execute(
+        return _first_value(
+            conn,
             "SELECT sha256 FROM blobs WHERE session_id = ? AND blob_id = ?",
             (session_id, blob_id),
-        ).fetchone()
-        return None if row is None else row[0]
+        )
 
-    async def get_blob(self, session_id: str, blob_id: str) -> bytes:
-        """The bytes of one blob; `KeyError` if it was never written."""
-
-        def read(conn: sqlite3.Connection) -> bytes | None:
-            row = conn.execute(
-                "SELECT data FROM blobs WHERE session_id = ? AND blob_id = ?",
-                (session_id, blob_id),
-            ).fetchone()
-            return None if row is None else bytes(row[0])
-
-        data = await self._run(read)
-        if data is None:
-            raise missing_blob(session_id, blob_id)
-        return data
-
-    # -- turns -------------------------------------------------------------
-
-    async def put_turn(self, session_id: str, number: int, turn: JsonObject) -> None:
-        """Record (or replace) finished turn `number`; see `RuntimeStore.put_turn`."""
-        row = (session_id, turn_number(number), _JSON_OBJECT.dump_json(turn).decode())
-
-        def put(conn: sqlite3.Connection) -> None:
-            conn.execute(
-                "INSERT INTO turns VALUES (?, ?, ?)"
-                " ON CONFLICT (session_id, number) DO UPDATE SET body = excluded.body",
-                row,
-            )
-
-        await self._run(put)
-
-    async def read_turns(
-        self, session_id: str, *, before: int | None = None, limit: int = 20
-    ) -> list[JsonObject]:
-        """Turns numbered below `before`, newest first, at most `limit`."""
-        at_least_one("limit", limit)
-        # Two statements rather than `(? IS NULL OR number < ?)`, which the
-        # planner cannot turn into a range of the primary key.
-        if before is None:
-            sql = "SELECT body FROM turns WHERE session_id = ?"
-            params: tuple[Any, ...] = (session_id, limit)
-        else:
-            sql = "SELECT body FROM turns WHERE session_id = ? AND number < ?"
-            params = (session_id, before, limit)
-
-        def read(conn: sqlite3.Connection) -> list[tuple[str]]:
-            return conn.execute(
-                f"{sql} ORDER BY number DESC LIMIT ?", params
-            ).fetchall()
-
-        return [_JSON_OBJECT.validate_json(body) for (body,) in await self._run(read)]
-
-    async def count_turns(self, session_id: str) -> int:
-        """How many turns the session has recorded."""
-
-        def count(conn: sqlite3.Connection) -> int:
-            (n,) = conn.execute(
-                "SELECT count(*) FROM turns WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            return n
-
-        return await self._run(count)
+    async def _blob_data(self, session_id: str, blob_id: str) -> bytes | None:
+        data = await self._first(
+            "SELECT data FROM blobs WHERE session_id = ? AND blob_id = ?",
+            (session_id, blob_id),
+        )
+        return None if data is None else bytes(data)
 
     # -- events ------------------------------------------------------------
 
@@ -404,29 +313,9 @@ class SQLiteRuntimeStore(PollsEvents):
 
         return await self._transact(append)
 
-    async def read_events(
-        self, session_id: str, *, after: int = 0, limit: int = 1000
-    ) -> list[EventRecord]:
-        """Events of `session_id` with a cursor above `after`, in cursor order."""
-
-        def read(conn: sqlite3.Connection) -> list[tuple[Any, ...]]:
-            return conn.execute(
-                f"SELECT {EVENT_COLUMNS}"
-                " FROM events WHERE session_id = ? AND cursor > ?"
-                " ORDER BY cursor LIMIT ?",
-                (session_id, after, limit),
-            ).fetchall()
-
-        rows = await self._run(read)
-        return [event_from_row(session_id, row) for row in rows]
-
     # -- snapshots ---------------------------------------------------------
 
-    async def put_snapshot(self, session_id: str, snapshot: JsonObject) -> None:
-        """Replace the session's projection unless it holds a higher `version`."""
-        version = snapshot_version(snapshot)
-        body = _JSON_OBJECT.dump_json(snapshot).decode()
-
+    async def _set_snapshot(self, session_id: str, version: int, body: str) -> None:
         def put(conn: sqlite3.Connection) -> None:
             # Strictly increasing even within one clock tick, so
             # `list_snapshots` has a well-defined newest-first order.
@@ -445,37 +334,19 @@ class SQLiteRuntimeStore(PollsEvents):
 
         await self._transact(put)
 
-    async def get_snapshot(self, session_id: str) -> JsonObject | None:
-        """The last projection of the session, or None."""
-
-        def read(conn: sqlite3.Connection) -> str | None:
-            row = conn.execute(
-                "SELECT body FROM snapshots WHERE session_id = ?", (session_id,)
-            ).fetchone()
-            return None if row is None else row[0]
-
-        body = await self._run(read)
-        return None if body is None else _JSON_OBJECT.validate_json(body)
-
-    async def list_snapshots(
-        self,
-        *,
-        status: str | None = None,
-        limit: int | None = None,
-        before: str | None = None,
-    ) -> list[JsonObject]:
-        """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
-        at_least_one("limit", limit)
-
+    async def _snapshot_page(
+        self, status: str | None, limit: int | None, before: str | None
+    ) -> list[JsonObject] | None:
         def read(conn: sqlite3.Connection) -> list[tuple[str]] | None:
             bound = float("inf")
             if before is not None:
-                row = conn.execute(
-                    "SELECT updated_at FROM snapshots WHERE session_id = ?", (before,)
-                ).fetchone()
-                if row is None:
+                bound = _first_value(
+                    conn,
+                    "SELECT updated_at FROM snapshots WHERE session_id = ?",
+                    (before,),
+                )
+                if bound is None:
                     return None
-                bound = row[0]
             return conn.execute(
                 "SELECT body FROM snapshots WHERE updated_at < ?"
                 " AND (? IS NULL OR json_extract(body, '$.status') = ?)"
@@ -485,8 +356,8 @@ class SQLiteRuntimeStore(PollsEvents):
 
         rows = await self._run(read)
         if rows is None:
-            raise unknown_cursor(before)
-        return [_JSON_OBJECT.validate_json(body) for (body,) in rows]
+            return None
+        return [JSON_OBJECT.validate_json(body) for (body,) in rows]
 
     async def close(self) -> None:
         """Stop the thread pool and close every connection; idempotent."""

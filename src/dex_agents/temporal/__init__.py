@@ -2,14 +2,11 @@
 
 from ._client import SessionClient
 from ._engine import EmbeddedEngine, EngineConfig, open_engine
-from ._flow import AgentSessionFlow, create_agent_session_flow
+from ._flow import create_agent_session_flow
 from ._plugin import SessionPlugin
-from ._snapshot import AgentSnapshot
 from ._worker import create_worker
 
 __all__ = [
-    "AgentSessionFlow",
-    "AgentSnapshot",
     "EmbeddedEngine",
     "EngineConfig",
     "SessionClient",

@@ -31,14 +31,12 @@ from .._errors import (
     ToolExecutionError,
     UserError,
 )
-from ..notify import WebhookError
+from ..notify._webhook import WebhookError
 from ..session import (
     AgentEvent,
     AgentFrameworkRunner,
     AgentSessionOptions,
-    DeferredToolExecution,
     EditContext,
-    JsonObject,
     RunModelContext,
     StoredMessage,
     ToolCall,
@@ -56,11 +54,12 @@ from ..session._events import (
     agent_event,
     stamped,
 )
-from ..session._json import JsonValue
+from ..session._json import JsonObject, JsonValue
 from ..session._notification import preview_arguments
 from ..session._pending import INLINE_TEXT_LIMIT, PendingItem, UserPrompt
 from ..session._policy import idempotency_key
 from ..session._records import (
+    DeferredToolExecution,
     ToolRecord,
     reset_current_deferred_tool_execution,
     set_current_deferred_tool_execution,

@@ -45,9 +45,9 @@ from .._errors import (
     UnknownSessionError,
     UserError,
 )
-from ..session import JsonObject
 from ..session._blob import blob_reference, preview
 from ..session._events import EventRecord
+from ..session._json import JsonObject
 from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT, MAX_USER_MESSAGE_BYTES
 from ..stores import RuntimeStore

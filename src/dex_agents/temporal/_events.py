@@ -20,9 +20,10 @@ from typing import Self, cast
 
 from pydantic import TypeAdapter
 
-from ..session import AgentEvent, JsonObject
+from ..session import AgentEvent
 from ..session._blob import BlobReference, blob_reference, preview
 from ..session._events import EventRecord, stamped
+from ..session._json import JsonObject
 from ..session._pending import INLINE_TEXT_LIMIT
 from ..stores import RuntimeStore
 

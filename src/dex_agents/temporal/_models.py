@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
-from ..session import AgentEvent, JsonObject, ToolCall
+from ..session import AgentEvent, ToolCall
 from ..session._blob import BlobReference
+from ..session._json import JsonObject
 from ..session._media import ImageReference
 from ..session._notification import InterruptNotification
 from ..session._pending import PendingItem, UserPrompt
@@ -88,10 +89,24 @@ class ResolveInterruptInput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckEditInput:
-    """Local activity argument: check a person's edit of a waiting call's input."""
+class _SessionStepInput:
+    """What every Step's input names first: the session it works for."""
 
     session_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class _StepInput(_SessionStepInput):
+    """The input of a model or tool Step: the turn and Step its events belong to."""
+
+    turn_id: str
+    step_execution_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckEditInput(_SessionStepInput):
+    """Local activity argument: check a person's edit of a waiting call's input."""
+
     turn_id: str
     call: ToolCall
     edited_input: JsonObject | None = None
@@ -99,10 +114,9 @@ class CheckEditInput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReleaseParkInput:
+class ReleaseParkInput(_SessionStepInput):
     """Input of the Step that closes a park its turn no longer needs."""
 
-    session_id: str
     segment_id: str
     """The deferring segment the park would have resumed."""
 
@@ -155,12 +169,9 @@ class ResumeInput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunModelInput:
+class RunModelInput(_StepInput):
     """Input of the `run_model` activity."""
 
-    session_id: str
-    turn_id: str
-    step_execution_id: str
     transcript_head: str | None
     pending: list[PendingItem]
     resume: ResumeInput | None = None
@@ -244,12 +255,9 @@ class RunModelOutput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class CallToolInput:
+class CallToolInput(_StepInput):
     """Input of the tool Step activities."""
 
-    session_id: str
-    turn_id: str
-    step_execution_id: str
     call: ToolCall
 
     @classmethod
@@ -295,10 +303,9 @@ class CallToolOutput:
 
 
 @dataclass(frozen=True, kw_only=True)
-class PublishInput:
+class PublishInput(_SessionStepInput):
     """Input of the local activity that projects the snapshot and writes session events."""
 
-    session_id: str
     snapshot: JsonObject
     """The live `AgentSnapshot` as JSON (the store keeps JSON)."""
     events: list[AgentEvent]

@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import KW_ONLY, asdict, dataclass, field
 from pathlib import Path
 from typing import Self
 
@@ -38,23 +38,20 @@ class WorkerProcessConfig(WorkerEndpoint):
     """`module:attr` (or `path/file.py:attr`) naming an `AgentSessionFlow` to serve."""
 
 
+@dataclass(eq=False, repr=False)
 class WorkerProcess:
     """Starts, kills and restarts a worker subprocess; a context manager that never leaks it."""
 
     __test__ = False
 
-    def __init__(
-        self,
-        config: WorkerProcessConfig,
-        workdir: Path,
-        *,
-        env: dict[str, str] | None = None,
-    ) -> None:
-        self.config = config
-        self.workdir = workdir
-        self.env = env
-        self.process: subprocess.Popen[bytes] | None = None
-        self.starts = 0
+    config: WorkerProcessConfig
+    workdir: Path
+    _: KW_ONLY
+    env: dict[str, str] | None = None
+    """The worker's environment; None: this process's."""
+    process: subprocess.Popen[bytes] | None = field(default=None, init=False)
+    starts: int = field(default=0, init=False)
+    """Workers started so far: each start has its own ready file and log."""
 
     def start(self) -> None:
         """Start a new worker process; returns once it polls its task queue."""

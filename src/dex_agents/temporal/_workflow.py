@@ -7,13 +7,9 @@ and IDs from `workflow.uuid4()`. Any change to the logic after a release goes
 behind `workflow.patched()`, and the recorded histories in `tests/histories/`
 are replayed in CI.
 
-A turn moves through phases kept in `SessionState.active`, so a session can
-continue as new in the middle of a turn (waiting for approval) and pick up
-exactly where it was:
-
-    run_model ─► tool ─► await_approval ─► execute ─► tool … ─► resume ─► (run_model again)
-        │                                                                    │
-        └──────────── turn_completed / failure note ◄────────────────────────┘
+A turn's phases (run_model, tool, await_approval, execute, resume) are kept in
+`SessionState.active`, so a session can continue as new in the middle of a turn
+and pick up exactly where it was; `dex_agents.session._turns` draws them.
 """
 
 from __future__ import annotations
@@ -107,6 +103,8 @@ _ERROR_TYPES: dict[_turns.RefusalReason, str] = {
     "invalid_resolution": INVALID_ARGUMENT,
 }
 """The failure type clients match on for each refusal of a validator."""
+NOTIFY_LIMIT = timedelta(seconds=30)
+"""Limit for one attempt of a notification Step (a receiver's answer)."""
 
 # Patches, one per change to workflow logic since the first release (0.1.0).
 _PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
@@ -119,8 +117,6 @@ _PATCH_NOTIFY = "notify-interrupts"
 """Approvals are told to `on_interrupt` (new, reminded, expired)."""
 _PATCH_HOT_RESUME = "hot-resume"
 """A resumed segment goes to the worker that holds it parked (`hot_resume_window`)."""
-NOTIFY_LIMIT = timedelta(seconds=30)
-"""Limit for one attempt of a notification Step (a receiver's answer)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ from ._ledger import Ledger
 from ._media_store_conformance import run_media_store_conformance
 from ._runtime_store_conformance import run_runtime_store_conformance
 from ._scripted_runner import ScriptedRunner, ScriptedTool
-from ._worker_process import WorkerProcess, WorkerProcessConfig
+from ._worker_process import WorkerProcess
 
 __all__ = [
     "Ledger",
@@ -18,7 +18,6 @@ __all__ = [
     "ScriptedRunner",
     "ScriptedTool",
     "WorkerProcess",
-    "WorkerProcessConfig",
     "run_media_store_conformance",
     "run_runtime_store_conformance",
     "scripted_model",

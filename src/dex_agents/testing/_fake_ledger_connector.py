@@ -43,7 +43,7 @@ from ..connectors._model import (
     ConnectorResult,
     ConnectorTool,
 )
-from ..session import JsonObject
+from ..session._json import JsonObject
 from ..session._tool_sources import SourceQuestion, SourceTaskStarted
 from ._ledger import Ledger
 

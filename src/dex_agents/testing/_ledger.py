@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from ..session import JsonObject
+from ..session._json import JsonObject
 
 
 class Ledger:

@@ -11,8 +11,11 @@ from pathlib import Path
 
 from .._errors import ToolExecutionError, UserError
 from ..notify import WebhookNotifier
-from ..session import AgentSessionOptions, DeferredToolExecution, JsonObject, ToolPolicy
-from ..temporal import AgentSessionFlow, create_agent_session_flow
+from ..session import AgentSessionOptions, ToolPolicy
+from ..session._json import JsonObject
+from ..session._records import DeferredToolExecution
+from ..temporal import create_agent_session_flow
+from ..temporal._flow import AgentSessionFlow
 from ._ledger import Ledger
 from ._scripted_runner import ScriptedRunner, ScriptedTool
 

@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import cast
 
 from .._errors import UserError
-from ..session import JsonObject, StoredMessage
+from ..session import StoredMessage
 from ..session._events import AgentEventType, EventRecord
-from ..session._json import JsonValue
+from ..session._json import JsonObject, JsonValue
 from ..stores._protocols import BlobConflictError, RuntimeStore, SegmentConflictError
 
 _TRICKY: JsonObject = {

@@ -34,9 +34,7 @@ from .._errors import (
 from .._schema import schema_problem
 from ..session import (
     AgentEvent,
-    DeferredToolExecution,
     EditContext,
-    JsonObject,
     RunModelContext,
     StoredMessage,
     ToolCall,
@@ -44,7 +42,9 @@ from ..session import (
     ToolOutcome,
     TurnCompleted,
 )
+from ..session._json import JsonObject
 from ..session._policy import resolve_policy
+from ..session._records import DeferredToolExecution
 from ..session._usage import ModelCallMetadata, Usage
 
 ToolHandler = Callable[[JsonObject, DeferredToolExecution | None], Awaitable[str]]

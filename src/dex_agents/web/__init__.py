@@ -18,6 +18,5 @@ except ImportError as e:  # pragma: no cover - the guard only fires without the 
 
 from ._app import create_app
 from ._service import WebOptions
-from ._tokens import load_tokens
 
-__all__ = ["WebOptions", "create_app", "load_tokens"]
+__all__ = ["WebOptions", "create_app"]

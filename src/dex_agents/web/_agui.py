@@ -51,8 +51,8 @@ from ag_ui.core import (
     ToolCallResultEvent,
 )
 
-from ..session import JsonObject
 from ..session._events import EventRecord
+from ..session._json import JsonObject
 from ._stream import Delivered, StreamItem, Superseded
 
 

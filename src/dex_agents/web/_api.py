@@ -2,6 +2,7 @@
 
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
@@ -34,6 +35,7 @@ from ._models import (
 )
 from ._service import Service
 from ._stream import Delivered, StreamItem, session_stream
+from ._tokens import Principal
 
 _ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody, "description": text}
@@ -65,6 +67,18 @@ SessionPath = Annotated[SessionId, Path(description="The session's ID.")]
 InterruptPath = Annotated[
     str, Path(min_length=1, max_length=200, description="From `pending_interrupts`.")
 ]
+
+_INTERRUPT = "/sessions/{session_id}/approvals/{interrupt_id}"
+"""The path of one interrupt, which `approve` and `reject` answer."""
+
+
+@dataclass(frozen=True)
+class _Answering:
+    """What an approve or reject answers, and who: the path's interrupt, the caller."""
+
+    session_id: str
+    interrupt_id: str
+    principal: Principal
 
 
 def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
@@ -160,14 +174,19 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         """Every pending approval, of `limit` sessions at a time (oldest change last)."""
         return await service.approvals(limit, before)
 
-    @router.post(
-        "/sessions/{session_id}/approvals/{interrupt_id}/approve", tags=["approvals"]
-    )
-    async def approve_call(
+    async def answering(
         session_id: SessionPath,
         interrupt_id: InterruptPath,
         caller: Annotated[Caller, approve],
-        body: ApproveCall | None = None,
+    ) -> _Answering:
+        """The path's interrupt and who answers it (who needs the `approve` role)."""
+        return _Answering(session_id, interrupt_id, caller.principal)
+
+    answers = Depends(answering)
+
+    @router.post(f"{_INTERRUPT}/approve", tags=["approvals"])
+    async def approve_call(
+        to: Annotated[_Answering, answers], body: ApproveCall | None = None
     ) -> Resolution:
         """Approve the call, with `edited_input` to run it with another input.
 
@@ -177,26 +196,21 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         `new_spend_limit`, above what the session spent.
         """
         return await service.resolve(
-            session_id,
-            interrupt_id,
-            caller.principal,
+            to.session_id,
+            to.interrupt_id,
+            to.principal,
             approved=True,
             edited_input=body.edited_input if body is not None else None,
             new_spend_limit=body.new_spend_limit if body is not None else None,
         )
 
-    @router.post(
-        "/sessions/{session_id}/approvals/{interrupt_id}/reject", tags=["approvals"]
-    )
+    @router.post(f"{_INTERRUPT}/reject", tags=["approvals"])
     async def reject_call(
-        session_id: SessionPath,
-        interrupt_id: InterruptPath,
-        caller: Annotated[Caller, approve],
-        body: Rejection | None = None,
+        to: Annotated[_Answering, answers], body: Rejection | None = None
     ) -> Resolution:
         """Reject the call; the model reads `message` instead of a result."""
         return await service.resolve(
-            session_id, interrupt_id, caller.principal, approved=False, rejection=body
+            to.session_id, to.interrupt_id, to.principal, approved=False, rejection=body
         )
 
     async def stream(

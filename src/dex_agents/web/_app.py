@@ -6,6 +6,7 @@ import logging
 import os
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -15,7 +16,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._errors import UserError
 from ..stores import RuntimeStore
-from ..temporal import AgentSessionFlow
+from ..temporal._flow import AgentSessionFlow
 from ._api import api_router
 from ._auth import CSRF_HEADER, Auth
 from ._errors import install_error_handlers
@@ -32,7 +33,7 @@ def create_app(
     flows: Sequence[AgentSessionFlow] = (),
     store: RuntimeStore | None = None,
     *,
-    tokens: TokenSet | None = None,
+    tokens: str | Path | TokenSet | None = None,
     allow_anonymous_loopback: bool = False,
     cors_origins: Sequence[str] = (),
     options: WebOptions | None = None,
@@ -47,9 +48,10 @@ def create_app(
         flows: The flows `POST /api/sessions` may start (the other endpoints
             serve every session the store knows).
         store: The runtime store the sessions' workers write.
-        tokens: Who may call (`load_tokens`); None reads
-            `DEX_AGENTS_WEB_TOKENS`. An empty set is refused unless
-            `allow_anonymous_loopback`.
+        tokens: Who may call: the path of a tokens file (TOML, as
+            `dex-agents serve --add-token` writes it); None reads
+            `DEX_AGENTS_WEB_TOKENS` (the file's text). No token at all is
+            refused unless `allow_anonymous_loopback`.
         allow_anonymous_loopback: Let requests from 127.0.0.1/::1 without a
             token act as admin: for `dev` only, never behind a proxy.
         cors_origins: Origins a browser front end may call the API from
@@ -60,18 +62,21 @@ def create_app(
     Mount it in your own app with `app.mount("/agents", create_app(...))`.
 
     Raises:
-        UserError: no store, or no token and no anonymous loopback.
+        UserError: no store, a tokens file that cannot be read or parsed, or
+            no token and no anonymous loopback.
     """
     if store is None:
         raise UserError(
             "create_app needs the runtime store the sessions' workers write: "
             "pass `store=` (for example `SQLiteRuntimeStore(path)`)"
         )
-    token_set = tokens if tokens is not None else load_tokens(env=os.environ)
+    token_set = (
+        tokens if isinstance(tokens, TokenSet) else load_tokens(tokens, env=os.environ)
+    )
     if not len(token_set) and not allow_anonymous_loopback:
         raise UserError(
             "the web app has no tokens, so it would refuse every request; pass "
-            "`tokens=load_tokens(path)`, set `DEX_AGENTS_WEB_TOKENS`, or (for "
+            "`tokens=` the path of a tokens file, set `DEX_AGENTS_WEB_TOKENS`, or (for "
             "`dev` on this machine only) `allow_anonymous_loopback=True`"
         )
     settings = options or WebOptions()

@@ -7,10 +7,11 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from ..session import JsonObject, ToolEffect
+from ..session._json import JsonObject
 from ..session._media import ImageReference
+from ..session._policy import ToolEffect
 from ..session._state import SessionStatus, TurnSummary
-from ..temporal import AgentSnapshot
+from ..temporal._snapshot import AgentSnapshot
 from ._errors import ErrorCode
 
 SessionId = Annotated[
@@ -22,6 +23,15 @@ SessionId = Annotated[
         description="Letters, digits and `._:@-`, starting with a letter or digit.",
     ),
 ]
+
+
+@dataclass(frozen=True, kw_only=True)
+class _OfSession:
+    """What every response about one session names first: its ID."""
+
+    session_id: str
+
+
 MessageText = Annotated[str, Field(max_length=32 * 1024 * 1024)]
 SpendLimit = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A spend limit in USD: a positive, finite number."""
@@ -64,6 +74,13 @@ class SendMessage:
     images: list[ImageRef] = field(default_factory=lambda: [])
     wait: bool = False
     """Answer with the snapshot once the message's turn is over (`send_and_wait`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Queued:
+    """Whether a message was queued for a turn (False: images the runner cannot send)."""
+
+    queued: bool
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,10 +136,9 @@ class EndSession:
 
 
 @dataclass(frozen=True, kw_only=True)
-class SessionSummary:
+class SessionSummary(_OfSession):
     """One line of the sessions list."""
 
-    session_id: str
     flow_type: str
     status: SessionStatus
     turn_count: int
@@ -141,16 +157,8 @@ class SessionPage:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Started:
+class Started(_OfSession):
     """A started (or reused) session, and whether its message was queued."""
-
-    session_id: str
-    queued: bool
-
-
-@dataclass(frozen=True, kw_only=True)
-class Queued:
-    """Whether a message was queued for a turn (False: images the runner cannot send)."""
 
     queued: bool
 
@@ -176,10 +184,9 @@ class HistoryPage:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Approval:
+class Approval(_OfSession):
     """A tool call that waits for a person: what, why, until when, and for how long."""
 
-    session_id: str
     interrupt_id: str
     turn_id: str
     tool_call_id: str

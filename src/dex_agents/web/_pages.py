@@ -21,8 +21,8 @@ import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from ..session import JsonObject
 from ..session._events import parsed_time
+from ..session._json import JsonObject
 from ..session._state import SessionStatus
 from ..stores._cursors import cursor_before_turn
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token

@@ -18,13 +18,15 @@ from typing import TypeVar, cast
 from pydantic import TypeAdapter
 from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 
-from ..session import JsonObject
 from ..session._events import parsed_time
+from ..session._json import JsonObject
 from ..session._state import SessionStatus, TurnSummary
 from ..stores import RuntimeStore
 from ..stores._cursors import cursor_before_turn
-from ..temporal import AgentSessionFlow, AgentSnapshot, SessionClient
+from ..temporal import SessionClient
 from ..temporal._client import with_recent_turns
+from ..temporal._flow import AgentSessionFlow
+from ..temporal._snapshot import AgentSnapshot
 from ._errors import ApiError, translated
 from ._models import (
     Approval,

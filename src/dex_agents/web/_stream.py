@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from ..session import JsonObject
 from ..session._events import EventRecord
+from ..session._json import JsonObject
 from ._feed import Feeds
 
 IDLE_TYPES = frozenset(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
-from ...temporal import AgentSessionFlow
+from ...temporal._flow import AgentSessionFlow
 from .._errors import one_line
 from ._check import GRACE, Check, Subject, in_thread
 

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import click
 
 from ...stores._open import redacted_store
-from ...temporal import AgentSessionFlow
+from ...temporal._flow import AgentSessionFlow
 from .. import _render as render
 from .._agent_ref import load_flow
 from .._context import Target, target_options, timeout_option

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from ...stores import DirectoryMediaStore, MediaStore
 from ...stores._media import InMemoryMediaStore, image_reference
-from ...temporal import AgentSessionFlow
+from ...temporal._flow import AgentSessionFlow
 from .._errors import one_line
 from ._check import Check, Subject, in_thread
 from ._claude_cli import definition
