@@ -48,8 +48,8 @@ def create_app(
         flows: The flows `POST /api/sessions` may start (the other endpoints
             serve every session the store knows).
         store: The runtime store the sessions' workers write.
-        tokens: Who may call: the path of a tokens file (TOML, as
-            `dex-agents serve --add-token` writes it); None reads
+        tokens: Who may call: the path of a token file (TOML or JSON, the
+            entries `dex-agents serve --new-token` prints); None reads
             `DEX_AGENTS_WEB_TOKENS` (the file's text). No token at all is
             refused unless `allow_anonymous_loopback`.
         allow_anonymous_loopback: Let requests from 127.0.0.1/::1 without a
