@@ -55,12 +55,9 @@ PUBLIC: dict[str, list[str]] = {
     "dex_agents.connectors": [
         "ConnectorOperation",
         "ConnectorToolSource",
-        "MCPServerStdio",
-        "MCPServerStreamableHTTP",
         "MCPServerToolSource",
-        "connector_tool",
     ],
-    "dex_agents.notify": ["WebhookNotifier", "verify_signature"],
+    "dex_agents.notify": ["WebhookNotifier"],
     "dex_agents.otel": [],
     "dex_agents.postgres": ["PostgresRuntimeStore"],
     "dex_agents.s3": ["S3MediaStore"],
@@ -79,14 +76,12 @@ PUBLIC: dict[str, list[str]] = {
         "ToolPolicy",
         "TurnCompleted",
         "current_deferred_tool_execution",
-        "event_payload",
     ],
     "dex_agents.stores": [
         "DirectoryMediaStore",
         "MediaStore",
         "RuntimeStore",
         "SQLiteRuntimeStore",
-        "open_runtime_store",
     ],
     "dex_agents.temporal": [
         "EmbeddedEngine",
@@ -101,13 +96,12 @@ PUBLIC: dict[str, list[str]] = {
         "Ledger",
         "MockMessagesApi",
         "ScriptedRunner",
-        "ScriptedTool",
         "WorkerProcess",
         "run_media_store_conformance",
         "run_runtime_store_conformance",
         "scripted_model",
     ],
-    "dex_agents.web": ["WebOptions", "create_app"],
+    "dex_agents.web": ["create_app"],
 }
 """Every public package and module, and exactly the names it exports.
 

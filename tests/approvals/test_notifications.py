@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import Client
 
-from dex_agents.notify import verify_signature
+from dex_agents.notify import WebhookNotifier
 from dex_agents.notify._webhook import ID_HEADER
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
@@ -66,8 +66,12 @@ async def test_each_new_approval_is_posted_once_signed(
 
         # One POST per approval (none for the read), each signed with the secret.
         for request in receiver.requests:
-            assert verify_signature(SECRET, request.body, request.headers)
-            assert not verify_signature("another secret", request.body, request.headers)
+            assert WebhookNotifier.verify_signature(
+                SECRET, request.body, request.headers
+            )
+            assert not WebhookNotifier.verify_signature(
+                "another secret", request.body, request.headers
+            )
         bodies = _bodies(receiver)
         assert [b["interrupt_id"] for b in bodies] == [
             first.interrupt_id,

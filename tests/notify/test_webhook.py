@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from dex_agents._errors import InvalidArgumentError
-from dex_agents.notify import WebhookNotifier, verify_signature
+from dex_agents.notify import WebhookNotifier
 from dex_agents.notify._webhook import (
     ID_HEADER,
     SIGNATURE_HEADER,
@@ -79,27 +79,35 @@ async def test_one_call_posts_once_a_signed_body(receiver: Receiver) -> None:
     assert request.headers[SIGNATURE_HEADER].startswith("sha256=")
 
     headers, body = request.headers, request.body
-    assert verify_signature(SECRET, body, headers)
-    assert verify_signature(SECRET.encode(), body, headers)
+    assert WebhookNotifier.verify_signature(SECRET, body, headers)
+    assert WebhookNotifier.verify_signature(SECRET.encode(), body, headers)
     lower = {name.lower(): value for name, value in headers.items()}
     upper = {name.upper(): value for name, value in headers.items()}
-    assert verify_signature(SECRET, body, lower)
-    assert verify_signature(SECRET, body, upper)
+    assert WebhookNotifier.verify_signature(SECRET, body, lower)
+    assert WebhookNotifier.verify_signature(SECRET, body, upper)
 
-    assert not verify_signature("wrong-secret", body, headers)
-    assert not verify_signature(SECRET, body.replace(b"transfer", b"transfeR"), headers)
-    assert not verify_signature(SECRET, body + b" ", headers)
-    assert verify_signature(SECRET, body, headers, now=timestamp + 299)
-    assert not verify_signature(SECRET, body, headers, now=timestamp + 301)
-    assert not verify_signature(SECRET, body, headers, now=timestamp - 301)
-    assert not verify_signature(SECRET, body, headers, now=timestamp + 11, tolerance=10)
+    assert not WebhookNotifier.verify_signature("wrong-secret", body, headers)
+    assert not WebhookNotifier.verify_signature(
+        SECRET, body.replace(b"transfer", b"transfeR"), headers
+    )
+    assert not WebhookNotifier.verify_signature(SECRET, body + b" ", headers)
+    assert WebhookNotifier.verify_signature(SECRET, body, headers, now=timestamp + 299)
+    assert not WebhookNotifier.verify_signature(
+        SECRET, body, headers, now=timestamp + 301
+    )
+    assert not WebhookNotifier.verify_signature(
+        SECRET, body, headers, now=timestamp - 301
+    )
+    assert not WebhookNotifier.verify_signature(
+        SECRET, body, headers, now=timestamp + 11, tolerance=10
+    )
     for missing in (SIGNATURE_HEADER, TIMESTAMP_HEADER):
         partial = {k: v for k, v in headers.items() if k != missing}
-        assert not verify_signature(SECRET, body, partial)
-    assert not verify_signature(SECRET, body, {})
+        assert not WebhookNotifier.verify_signature(SECRET, body, partial)
+    assert not WebhookNotifier.verify_signature(SECRET, body, {})
     # The timestamp is signed: moving it forward (a replay made to look fresh) fails.
     moved = {**headers, TIMESTAMP_HEADER: str(timestamp + 1)}
-    assert not verify_signature(SECRET, body, moved, now=timestamp + 1)
+    assert not WebhookNotifier.verify_signature(SECRET, body, moved, now=timestamp + 1)
 
 
 async def test_a_retry_after_a_500_repeats_the_id_and_body(receiver: Receiver) -> None:
@@ -125,7 +133,7 @@ async def test_a_retry_after_a_500_repeats_the_id_and_body(receiver: Receiver) -
     )
     assert first.headers["X-Team"] == "ops"
     for request in (first, second):
-        assert verify_signature(SECRET, request.body, request.headers)
+        assert WebhookNotifier.verify_signature(SECRET, request.body, request.headers)
     revived = pickle.loads(pickle.dumps(failed.value))
     assert isinstance(revived, WebhookError)
     assert (str(revived), revived.status_code, revived.url) == (
@@ -262,7 +270,8 @@ _header_values = st.one_of(
 def test_verify_signature_never_raises(
     secret: object, body: object, headers: object, tolerance: object, now: object
 ) -> None:
-    result = verify_signature(secret, body, headers, tolerance=tolerance, now=now)  # pyright: ignore[reportArgumentType]
+    verify = WebhookNotifier.verify_signature
+    result = verify(secret, body, headers, tolerance=tolerance, now=now)  # pyright: ignore[reportArgumentType]
     assert result is False or result is True
 
 
@@ -274,5 +283,5 @@ async def test_the_standard_librarys_request_headers_verify(receiver: Receiver) 
     raw = "".join(f"{k}: {v}\r\n" for k, v in request.headers.items()) + "\r\n"
     message = email.parser.Parser().parsestr(raw)  # what `http.server` hands a handler
 
-    assert verify_signature(SECRET, request.body, message)
-    assert not verify_signature("wrong", request.body, message)
+    assert WebhookNotifier.verify_signature(SECRET, request.body, message)
+    assert not WebhookNotifier.verify_signature("wrong", request.body, message)

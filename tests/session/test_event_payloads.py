@@ -9,7 +9,6 @@ from dex_agents.session import (
     AgentEvent,
     TextDeltaEvent,
     ToolCallFinishedEvent,
-    event_payload,
 )
 from dex_agents.session._blob import BlobReference
 from dex_agents.session._events import (  # pyright: ignore[reportPrivateUsage]
@@ -59,8 +58,8 @@ def test_a_payload_travels_as_an_agent_event_and_parses_back() -> None:
         "size": 9000,
         "sha256": "abc",
     }
-    assert event_payload(record(event)) == finished
-    assert event_payload(event) == finished
+    assert record(event).payload() == finished
+    assert event.payload() == finished
 
 
 def test_every_event_type_has_a_payload_type() -> None:
@@ -78,7 +77,7 @@ def test_stamping_sets_a_utc_millisecond_timestamp_once() -> None:
     assert twice == once
     assert record(once).timestamp == "2026-12-01T12:00:00.250+00:00"
     assert record(event).timestamp == ""
-    payload = event_payload(record(once))
+    payload = record(once).payload()
     assert isinstance(payload, TurnStartedEvent)
     assert payload.timestamp == "2026-12-01T12:00:00.250+00:00"
     other_zone = AT.astimezone(timezone(timedelta(hours=2)))
@@ -86,9 +85,9 @@ def test_stamping_sets_a_utc_millisecond_timestamp_once() -> None:
 
 
 def test_data_that_does_not_fit_its_type_parses_to_none() -> None:
-    assert event_payload(AgentEvent(type="text_delta", data={"txt": 1})) is None
-    assert event_payload(AgentEvent(type="text_delta", data={"text": "hi"})) == (
+    assert AgentEvent(type="text_delta", data={"txt": 1}).payload() is None
+    assert AgentEvent(type="text_delta", data={"text": "hi"}).payload() == (
         TextDeltaEvent(text="hi")
     )
     # Fields added later have defaults, so an older event still parses.
-    assert event_payload(AgentEvent(type="session_ended")) == SessionEndedEvent()
+    assert AgentEvent(type="session_ended").payload() == SessionEndedEvent()

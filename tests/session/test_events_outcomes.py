@@ -20,7 +20,7 @@ import pytest_asyncio
 from click.testing import CliRunner, Result
 
 from dex_agents.cli._app import main
-from dex_agents.session import ToolCallFinishedEvent, event_payload
+from dex_agents.session import ToolCallFinishedEvent
 from dex_agents.session._events import (
     EventRecord,
     SegmentRerunEvent,
@@ -52,7 +52,7 @@ def assert_timestamped(events: list[EventRecord]) -> None:
 
 def finished(events: list[EventRecord]) -> list[ToolCallFinishedEvent]:
     return [
-        p for p in map(event_payload, events) if isinstance(p, ToolCallFinishedEvent)
+        p for p in (e.payload() for e in events) if isinstance(p, ToolCallFinishedEvent)
     ]
 
 
@@ -93,7 +93,7 @@ async def test_a_tool_that_raises_shows_each_attempts_error_then_an_unknown_outc
 
     failures = [
         p
-        for p in map(event_payload, events)
+        for p in (e.payload() for e in events)
         if isinstance(p, ToolCallAttemptFailedEvent)
     ]
     assert [(f.attempt, f.retrying) for f in failures] == [
@@ -250,7 +250,7 @@ async def test_a_rerun_turn_is_marked_in_show_and_events(kill_rig: KillRig) -> N
 
     events = await rig.sessions.events(sid)
 
-    payloads = [event_payload(e) for e in events]
+    payloads = [e.payload() for e in events]
     (rerun,) = [p for p in payloads if isinstance(p, SegmentRerunEvent)]
     assert (rerun.step_execution_id, rerun.attempt) == ("turn-1/run_model/1", 2)
     (completed,) = [p for p in payloads if isinstance(p, TurnCompletedEvent)]

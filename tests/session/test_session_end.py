@@ -10,7 +10,6 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.worker import Replayer
 
 from dex_agents import SessionBusyError, SessionEndedError
-from dex_agents.session import event_payload
 from dex_agents.session._events import SessionEndedEvent
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionPlugin
@@ -41,7 +40,7 @@ async def test_an_idle_session_ends_cleanly_and_stays_readable(
     assert [t.turn_id async for t in sessions.history(sid)] == ["turn-1"]
     assert (await sessions.wait_for_idle(sid)).status == "ended"
     events = await sessions.events(sid)
-    last = event_payload(events[-1])
+    last = events[-1].payload()
     assert isinstance(last, SessionEndedEvent)
     assert last.reason == "done with it" and last.timestamp
     projected = await harness.store.get_snapshot(sid)

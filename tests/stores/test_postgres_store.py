@@ -11,8 +11,8 @@ import pytest
 from dex_agents import UserError
 from dex_agents.postgres import PostgresRuntimeStore
 from dex_agents.session._events import EventRecord
-from dex_agents.stores import RuntimeStore, open_runtime_store
-from dex_agents.stores._open import is_database_url
+from dex_agents.stores import RuntimeStore
+from dex_agents.stores._open import is_database_url, open_runtime_store
 from dex_agents.testing import run_runtime_store_conformance
 from dex_agents.testing._postgres_server import PostgresTestServer
 

@@ -9,8 +9,7 @@ from click.testing import CliRunner
 
 from dex_agents import UserError
 from dex_agents.cli._app import main
-from dex_agents.stores import open_runtime_store
-from dex_agents.stores._open import is_database_url, redacted_store
+from dex_agents.stores._open import is_database_url, open_runtime_store, redacted_store
 
 
 @pytest.mark.parametrize(

@@ -19,8 +19,6 @@ from dex_agents.claude import (
     create_claude_agent_session_flow,
 )
 from dex_agents.connectors import (
-    MCPServerStdio,
-    MCPServerStreamableHTTP,
     MCPServerToolSource,
 )
 from dex_agents.session import ToolCall, ToolPolicy
@@ -31,18 +29,21 @@ from support.session_harness import in_process_worker
 
 SERVER_SCRIPT = Path(__file__).with_name("mcp_ledger_server.py")
 TOKEN = "Bearer test-token"
+AUTH = {"Authorization": TOKEN}
+"""The headers the HTTP ledger server wants."""
 
 
-def stdio_server(ledger: Path) -> MCPServerStdio:
-    """The ledger server as a subprocess per connection."""
-    return MCPServerStdio(
-        command=sys.executable, args=[str(SERVER_SCRIPT), str(ledger), "stdio"]
-    )
+def stdio_server(ledger: Path) -> list[str]:
+    """The ledger server's command line: a subprocess per connection."""
+    return [sys.executable, str(SERVER_SCRIPT), str(ledger), "stdio"]
 
 
 @asynccontextmanager
-async def http_server(ledger: Path) -> AsyncIterator[MCPServerStreamableHTTP]:
-    """The ledger server over streamable HTTP, ready when it yields."""
+async def http_server(ledger: Path) -> AsyncIterator[str]:
+    """The ledger server over streamable HTTP, ready when it yields its URL.
+
+    It wants `headers=AUTH`.
+    """
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         str(SERVER_SCRIPT),
@@ -56,10 +57,7 @@ async def http_server(ledger: Path) -> AsyncIterator[MCPServerStreamableHTTP]:
         async with asyncio.timeout(30):
             line = await proc.stdout.readline()
         assert line.strip().isdigit(), f"server did not start: {line!r}"
-        yield MCPServerStreamableHTTP(
-            url=f"http://127.0.0.1:{int(line)}/mcp",
-            headers={"Authorization": TOKEN},
-        )
+        yield f"http://127.0.0.1:{int(line)}/mcp"
     finally:
         await asyncio.shield(_stop(proc))
 

@@ -18,7 +18,12 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
 from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger, ScriptedRunner
-from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow, ledger_tools
+from dex_agents.testing._ledger_flow import (
+    LEDGER_INPUT_SCHEMAS,
+    LedgerFlowConfig,
+    ledger_flow,
+    ledger_tools,
+)
 from support.gates import open_gate
 
 
@@ -124,7 +129,9 @@ class RecordingRunner(ScriptedRunner):
     def __init__(self, config: LedgerFlowConfig, *, distinct_usage: bool = False):
         gate_dir = Path(config.gate_dir)
         super().__init__(
-            ledger_tools(Ledger(config.ledger_path), gate_dir), gate_dir=gate_dir
+            ledger_tools(Ledger(config.ledger_path), gate_dir),
+            input_schemas=LEDGER_INPUT_SCHEMAS,
+            gate_dir=gate_dir,
         )
         self.distinct_usage = distinct_usage
         self.attempts: list[tuple[str, int]] = []

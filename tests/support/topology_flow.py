@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -28,8 +27,13 @@ from dex_agents.session._media import ImageReference
 from dex_agents.session._records import DeferredToolExecution
 from dex_agents.temporal import create_agent_session_flow
 from dex_agents.temporal._flow import AgentSessionFlow
-from dex_agents.testing import Ledger, ScriptedRunner, ScriptedTool
-from dex_agents.testing._ledger_flow import LEDGER_TOOL_POLICIES, ledger_tools
+from dex_agents.testing import Ledger, ScriptedRunner
+from dex_agents.testing._ledger_flow import (
+    LEDGER_INPUT_SCHEMAS,
+    LEDGER_TOOL_POLICIES,
+    ledger_tools,
+)
+from dex_agents.testing._scripted_runner import ToolHandler
 
 FLOW_TYPE = "TopologySession"
 
@@ -42,15 +46,15 @@ def _pid_at(
         (gate_dir / f"{gate}.pid").write_text(str(os.getpid()))
 
 
-def _with_pid(tool: ScriptedTool, gate_dir: Path, ledger: Ledger) -> ScriptedTool:
-    inner = tool.handler
-
+def _with_pid(
+    name: str, inner: ToolHandler, gate_dir: Path, ledger: Ledger
+) -> ToolHandler:
     async def handler(args: JsonObject, execution: DeferredToolExecution | None) -> str:
-        ledger.record("tool_ran", tool=tool.name, pid=os.getpid())
+        ledger.record("tool_ran", tool=name, pid=os.getpid())
         _pid_at(gate_dir, args, execution)
         return await inner(args, execution)
 
-    return replace(tool, handler=handler)
+    return handler
 
 
 class TopologyRunner(ScriptedRunner):
@@ -61,9 +65,9 @@ class TopologyRunner(ScriptedRunner):
     """
 
     def __init__(
-        self, tools: list[ScriptedTool], gate_dir: Path, media: S3MediaStore
+        self, tools: dict[str, ToolHandler], gate_dir: Path, media: S3MediaStore
     ) -> None:
-        super().__init__(tools, gate_dir=gate_dir)
+        super().__init__(tools, input_schemas=LEDGER_INPUT_SCHEMAS, gate_dir=gate_dir)
         self.media = media
 
     def build_user_message_with_images(
@@ -108,7 +112,10 @@ def make_flow() -> AgentSessionFlow:
         os.environ["TOPOLOGY_BUCKET"], endpoint_url=os.environ["TOPOLOGY_S3_ENDPOINT"]
     )
     ledger = Ledger(os.environ["TOPOLOGY_LEDGER"])
-    tools = [_with_pid(t, gate_dir, ledger) for t in ledger_tools(ledger, gate_dir)]
+    tools = {
+        name: _with_pid(name, handler, gate_dir, ledger)
+        for name, handler in ledger_tools(ledger, gate_dir).items()
+    }
     return create_agent_session_flow(
         TopologyRunner(tools, gate_dir, media),
         FLOW_TYPE,

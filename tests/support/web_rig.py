@@ -20,7 +20,7 @@ from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
-from dex_agents.web import WebOptions, create_app
+from dex_agents.web import create_app
 from dex_agents.web._server import serving
 from dex_agents.web._tokens import Role, Token, TokenSet, hash_token
 from support.gates import gate_reached, open_gate
@@ -157,12 +157,23 @@ class SseReader:
 
 @contextlib.asynccontextmanager
 async def serve_ledger(
-    client: Client, config: LedgerFlowConfig, *, options: WebOptions | None = None
+    client: Client,
+    config: LedgerFlowConfig,
+    *,
+    worker_timeout: float = 10.0,
+    wait_timeout: float = 300.0,
 ) -> AsyncIterator[WebRig]:
     """The ledger flow of `config` with an in-process worker, served by the app."""
     flow = ledger_flow(config)
     store = SQLiteRuntimeStore(Path(config.ledger_path).parent / "runtime.sqlite")
-    app = create_app(client, [flow], store, tokens=role_tokens(), options=options)
+    app = create_app(
+        client,
+        [flow],
+        store,
+        tokens=role_tokens(),
+        worker_timeout=worker_timeout,
+        wait_timeout=wait_timeout,
+    )
     async with (
         create_worker(client, [flow], store=store),
         serving(app) as server,
@@ -184,6 +195,7 @@ async def serve_ledger(
 async def rig(client: Client, tmp_path: Path, flow_type: str) -> AsyncIterator[WebRig]:
     """The ledger flow with an in-process worker, served by the app with role tokens."""
     config = ledger_config(tmp_path, flow_type)
-    options = WebOptions(worker_timeout=5.0, wait_timeout=5.0)
-    async with serve_ledger(client, config, options=options) as served:
+    async with serve_ledger(
+        client, config, worker_timeout=5.0, wait_timeout=5.0
+    ) as served:
         yield served

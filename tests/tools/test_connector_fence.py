@@ -11,7 +11,6 @@ from dex_agents import SessionError
 from dex_agents.connectors import (
     ConnectorOperation,
     ConnectorToolSource,
-    connector_tool,
 )
 from dex_agents.connectors._model import (
     ConnectorFence,
@@ -59,7 +58,7 @@ def _charge_source(ledger: Ledger, retry: ConnectorRetry) -> ConnectorToolSource
         invoke=invoke,
     )
     manifest = {"operations": {"charge": {"approval": "never"}}}
-    return ConnectorToolSource([connector_tool(operation, "card-1", manifest=manifest)])
+    return ConnectorToolSource([operation.bind("card-1", manifest=manifest)])
 
 
 def _execution(

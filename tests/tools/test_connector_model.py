@@ -11,7 +11,7 @@ import pytest
 from claude_agent_sdk import ClaudeAgentOptions, tool
 
 from dex_agents.claude import ClaudeAgentDefinition
-from dex_agents.connectors import ConnectorToolSource, connector_tool
+from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session._records import DeferredToolExecution
 from dex_agents.session._tool_sources import (
     SourceCallRefused,
@@ -74,11 +74,7 @@ def test_an_input_validator_is_applied(tmp_path: Path) -> None:
             raise ValueError("amount must be positive")
 
     source = ConnectorToolSource(
-        [
-            connector_tool(
-                op, "r", manifest=FAKE_LEDGER_MANIFEST, input_validator=positive
-            )
-        ]
+        [op.bind("r", manifest=FAKE_LEDGER_MANIFEST, input_validator=positive)]
     )
     with pytest.raises(SourceCallRefused, match="positive"):
         asyncio.run(source.build_call("transfer", {"account": "a", "amount": 0}))
@@ -90,7 +86,7 @@ def test_a_manifest_that_disagrees_with_the_code_is_refused(tmp_path: Path) -> N
     ]
     manifest = {"operations": {"transfer": {"kind": "mutation", "retry": "safe"}}}
     with pytest.raises(TypeError, match="retry"):
-        connector_tool(op, "r", manifest=manifest)
+        op.bind("r", manifest=manifest)
 
 
 def test_step_options_follow_the_operation(tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import pytest
 
 from dex_agents import SessionError, ToolExecutionError, UserError
 from dex_agents.connectors import (
-    MCPServerStdio,
     MCPServerToolSource,
 )
 from dex_agents.session import ToolOutcome, ToolPolicy
@@ -20,6 +19,7 @@ from dex_agents.session._tool_sources import (
 )
 from dex_agents.testing import Ledger
 from support.mcp_source_rig import (
+    AUTH,
     TOKEN,
     execution,
     http_server,
@@ -59,7 +59,7 @@ async def test_streamable_http_lists_and_calls_with_the_configured_headers(
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger")
+        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
         names = [t.name for t in await source.list_tools(CONTEXT)]
         assert "read_balance" in names
         built = await source.build_call("read_balance", {"account": "a"})
@@ -117,11 +117,28 @@ async def test_policies_and_declared_names_override_the_server(
 def test_a_policy_for_an_undeclared_tool_is_refused() -> None:
     with pytest.raises(UserError, match="not in `declared_tool_names`"):
         MCPServerToolSource(
-            MCPServerStdio(command="unused"),
+            ["unused"],
             source_name="ledger",
             declared_tool_names=["read_balance"],
             tool_policies={"append_entry": ToolPolicy(effect="read")},
         )
+
+
+@pytest.mark.parametrize(
+    ("server", "options", "message"),
+    [
+        ("server.py", {}, "neither an http"),
+        ([], {}, "non-empty list"),
+        (["python", ""], {}, "non-empty list"),
+        ("https://example.com/mcp", {"env": {"A": "1"}}, "`env=` and `cwd=`"),
+        (["python", "server.py"], {"headers": {"A": "1"}}, "`headers=` are sent"),
+    ],
+)
+def test_a_server_that_is_neither_a_url_nor_a_command_is_refused(
+    server: object, options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(UserError, match=message):
+        MCPServerToolSource(server, source_name="x", **options)  # pyright: ignore[reportArgumentType]
 
 
 async def test_bad_arguments_are_refused_before_the_server(tmp_path: Path) -> None:
@@ -196,7 +213,7 @@ async def test_an_unreachable_server_fails_a_write_as_not_run(
     tmp_path: Path,
 ) -> None:
     source = MCPServerToolSource(
-        MCPServerStdio(command=str(tmp_path / "no-such-server")),
+        [str(tmp_path / "no-such-server")],
         source_name="ledger",
     )
     arguments = {"account": "a", "amount": 5}
@@ -255,12 +272,12 @@ def test_step_options_are_the_configured_ones() -> None:
     default = ToolStepOptions(timeout=timedelta(seconds=30), attempts=5)
     slow = ToolStepOptions(timeout=timedelta(minutes=5))
     source = MCPServerToolSource(
-        MCPServerStdio(command="unused"),
+        ["unused"],
         source_name="ledger",
         step_options=default,
         tool_step_options={"hang": slow},
     )
     assert source.tool_call_step_options("read_balance") == default
     assert source.tool_call_step_options("hang") == slow
-    plain = MCPServerToolSource(MCPServerStdio(command="unused"), source_name="x")
+    plain = MCPServerToolSource(["unused"], source_name="x")
     assert plain.tool_call_step_options("read_balance") == ToolStepOptions()

@@ -19,13 +19,13 @@ from temporalio.api.failure.v1 import Failure
 from temporalio.converter import DataConverter
 
 from dex_agents import SessionError, ToolExecutionError
-from dex_agents.connectors import MCPServerStdio, MCPServerToolSource
+from dex_agents.connectors import MCPServerToolSource
 from dex_agents.connectors._mcp_source import _MAX_OUTPUT_BYTES, _result_text
 from dex_agents.session import ToolPolicy
 from dex_agents.session._policy import ToolEffect
 from dex_agents.session._tool_sources import SourceCallRefused, ToolSourceContext
 from dex_agents.testing import Ledger
-from support.mcp_source_rig import execution, http_server, stdio_server, tool_call
+from support.mcp_source_rig import AUTH, execution, http_server, stdio_server, tool_call
 
 CONTEXT = ToolSourceContext(session_id="session-1", turn_id="turn-1", attempt=1)
 READ = ToolPolicy(effect="read")
@@ -77,7 +77,7 @@ async def test_an_idempotent_write_whose_server_dies_retries_with_the_real_error
             await source.execute_deferred_tool_call(call, execution())
     else:
         async with http_server(ledger.path) as server:
-            source = MCPServerToolSource(server, source_name="ledger")
+            source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
             with pytest.raises(Exception) as e:
                 await source.execute_deferred_tool_call(call, execution())
     # Propagated for the Step to retry: not a record, not "unknown".
@@ -94,7 +94,7 @@ async def test_a_write_whose_http_server_dies_mid_call_has_an_unknown_outcome(
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger")
+        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
         with pytest.raises(SessionError) as e:
             await source.execute_deferred_tool_call(
                 tool_call("append_and_crash", {"account": "a"}, WRITE), execution()
@@ -149,7 +149,7 @@ async def test_invalid_params_leaves_a_write_unknown_and_fails_a_read(
 def test_only_a_refused_request_proves_a_write_did_not_run(
     code: int, effect: ToolEffect, expected: type[Exception]
 ) -> None:
-    source = MCPServerToolSource(MCPServerStdio(command="unused"), source_name="x")
+    source = MCPServerToolSource(["unused"], source_name="x")
     error = MCPError(code=code, message="refused")
     call = tool_call("append_entry", {}, ToolPolicy(effect=effect))
     failure = source._call_failure(  # pyright: ignore[reportPrivateUsage]

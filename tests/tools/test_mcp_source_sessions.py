@@ -9,7 +9,7 @@ from temporalio.client import Client
 from dex_agents.connectors import MCPServerToolSource
 from dex_agents.session._policy import idempotency_key
 from dex_agents.testing import Ledger
-from support.mcp_source_rig import http_server, mcp_agent, stdio_server
+from support.mcp_source_rig import AUTH, http_server, mcp_agent, stdio_server
 
 
 async def test_a_read_runs_in_its_tool_step(
@@ -17,7 +17,7 @@ async def test_a_read_runs_in_its_tool_step(
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger")
+        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
         async with mcp_agent(client, flow_type, tmp_path, source) as sessions:
             sid = "read"
             await sessions.start(
@@ -40,7 +40,7 @@ async def test_a_write_waits_for_approval_then_runs_once_with_its_key(
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger")
+        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
         async with mcp_agent(client, flow_type, tmp_path, source) as sessions:
             sid = "write"
             await sessions.start(
@@ -72,7 +72,7 @@ async def test_a_rejected_write_never_reaches_the_server(
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger")
+        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
         async with mcp_agent(client, flow_type, tmp_path, source) as sessions:
             sid = "mcp-rejected"
             await sessions.start(
@@ -94,7 +94,7 @@ async def test_bad_arguments_never_reach_the_server(
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger")
+        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
         async with mcp_agent(client, flow_type, tmp_path, source) as sessions:
             sid = "mcp-bad-args"
             await sessions.start(

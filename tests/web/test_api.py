@@ -13,7 +13,7 @@ from temporalio.client import Client
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
 from dex_agents.testing._ledger_flow import ledger_flow
-from dex_agents.web import WebOptions, create_app
+from dex_agents.web import create_app
 from dex_agents.web._server import serving
 from support.session_harness import ledger_config
 from support.web_rig import WebRig, bearer, role_tokens
@@ -387,7 +387,7 @@ async def test_no_worker_is_503(client: Client, tmp_path: Path, flow_type: str) 
         [flow],
         store,
         tokens=role_tokens(),
-        options=WebOptions(worker_timeout=1.0),
+        worker_timeout=1.0,
     )
     async with (
         serving(app) as server,
@@ -508,6 +508,22 @@ async def test_an_app_without_tokens_is_refused(client: Client, tmp_path: Path) 
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     with pytest.raises(UserError, match="no tokens"):
         create_app(client, [], store, tokens=TokenSet())
+    await store.close()
+
+
+@pytest.mark.parametrize(
+    ("argument", "value"),
+    [("worker_timeout", 0), ("wait_timeout", -1.0), ("poll_interval", "fast")],
+)
+async def test_an_app_with_a_bad_timeout_is_refused_naming_it(
+    client: Client, tmp_path: Path, argument: str, value: object
+) -> None:
+    from dex_agents import InvalidArgumentError
+
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    with pytest.raises(InvalidArgumentError, match=f"`{argument}=` must be") as err:
+        create_app(client, [], store, tokens=role_tokens(), **{argument: value})  # pyright: ignore[reportArgumentType]
+    assert err.value.argument == argument
     await store.close()
 
 

@@ -27,7 +27,7 @@ from test_pages import csrf_of, sign_in
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.testing._ledger_flow import ledger_flow
-from dex_agents.web import WebOptions, create_app
+from dex_agents.web import create_app
 from dex_agents.web._server import serving
 from support.session_harness import ledger_config
 from support.web_rig import WebRig, bearer, role_tokens, serve_ledger
@@ -156,7 +156,7 @@ async def test_an_edit_with_no_worker_is_503_and_never_recorded(
         [flow],
         store,
         tokens=role_tokens(),
-        options=WebOptions(worker_timeout=1.0),
+        worker_timeout=1.0,
     )
     async with (
         serving(app) as server,

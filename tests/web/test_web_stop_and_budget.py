@@ -25,7 +25,7 @@ from test_pages import csrf_of, sign_in
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.testing._ledger_flow import ledger_flow
-from dex_agents.web import WebOptions, create_app
+from dex_agents.web import create_app
 from dex_agents.web._server import serving
 from dex_agents.web._tokens import Role
 from support.session_harness import ledger_config
@@ -158,7 +158,7 @@ async def test_cancel_with_no_worker_is_503_and_nothing_changes(
         [flow],
         store,
         tokens=role_tokens(),
-        options=WebOptions(worker_timeout=1.0),
+        worker_timeout=1.0,
     )
     async with (
         serving(app) as server,
@@ -214,8 +214,9 @@ async def budgeted(
 ) -> AsyncIterator[WebRig]:
     """The suite's rig, over a flow whose sessions may spend 0.0015 USD."""
     config = ledger_config(tmp_path, flow_type, spend_limit=0.0015)
-    options = WebOptions(worker_timeout=5.0, wait_timeout=5.0)
-    async with serve_ledger(client, config, options=options) as served:
+    async with serve_ledger(
+        client, config, worker_timeout=5.0, wait_timeout=5.0
+    ) as served:
         yield served
 
 

@@ -34,8 +34,8 @@ from .._errors import DexAgentsError, EngineError, UserError
 from .._scripted import UNSCRIPTED_REPLY, MockMessagesApi, scripted_model_env
 from ..session._events import EventRecord
 from ..session._json import JsonObject
-from ..stores import RuntimeStore, open_runtime_store
-from ..stores._open import redacted_store
+from ..stores import RuntimeStore
+from ..stores._open import open_runtime_store, redacted_store
 from ..temporal import EmbeddedEngine, SessionClient, create_worker
 from ..temporal._client import with_recent_turns
 from ..temporal._engine import resolve_state_dir

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
-from ..stores import open_runtime_store
+from ..stores._open import open_runtime_store
 from ..temporal._engine import resolve_state_dir
 from ..temporal._snapshot import AgentSnapshot
 from . import _render as render

@@ -40,8 +40,8 @@ from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import UserError
-from ..stores import RuntimeStore, open_runtime_store
-from ..stores._open import is_database_url, redacted_store
+from ..stores import RuntimeStore
+from ..stores._open import is_database_url, open_runtime_store, redacted_store
 from ..temporal import EngineConfig, open_engine
 from ..temporal._engine import resolve_state_dir
 from ._errors import DEBUG_ENV, CommandError, prog, unusable_path

@@ -56,7 +56,7 @@ import logging
 import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -104,35 +104,55 @@ _UNKNOWN_OUTCOME_EFFECTS: tuple[ToolEffect, ...] = (
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class MCPServerStdio:
+class _StdioServer:
     """An MCP server that runs as a subprocess, speaking MCP on its stdin and stdout."""
 
-    kind: Literal["stdio"] = "stdio"
     command: str
-    """The executable; a bare name is looked up on the `PATH` the server gets."""
-    args: Sequence[str] = ()
-    env: Mapping[str, str] | None = None
-    """Variables set over the MCP SDK's safe default environment (`PATH`, `HOME`, ...).
-
-    The worker's own environment is not inherited beyond those defaults, so a
-    server sees only the secrets given to it here.
-    """
-    cwd: str | os.PathLike[str] | None = None
-    """The server's working directory; None keeps the worker's."""
+    args: tuple[str, ...]
+    env: Mapping[str, str] | None
+    cwd: str | os.PathLike[str] | None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
-class MCPServerStreamableHTTP:
+class _HttpServer:
     """An MCP server reached over streamable HTTP."""
 
-    kind: Literal["streamable_http"] = "streamable_http"
     url: str
-    """The MCP endpoint, such as `https://example.com/mcp`."""
-    headers: Mapping[str, str] = field(default_factory=lambda: {})
-    """Sent with every request, such as `Authorization`.
+    headers: Mapping[str, str]
 
-    They live in the worker's configuration only, never in workflow history.
-    """
+
+def _server(
+    server: str | Sequence[str],
+    env: Mapping[str, str] | None,
+    cwd: str | os.PathLike[str] | None,
+    headers: Mapping[str, str] | None,
+) -> _StdioServer | _HttpServer:
+    """How to reach `server`: a URL, or a command line; each with its own options."""
+    if isinstance(server, str):
+        if not server.startswith(("http://", "https://")):
+            raise UserError(
+                f"MCP server {server!r} is neither an http(s) URL nor a command "
+                'line; pass the URL ("https://example.com/mcp") or the command as '
+                'a list (["python", "server.py"])'
+            )
+        if env is not None or cwd is not None:
+            raise UserError(
+                f"`env=` and `cwd=` configure a server run as a command, not the URL "
+                f"{server!r}; drop them (send credentials with `headers=`)"
+            )
+        return _HttpServer(url=server, headers=dict(headers or {}))
+    argv = tuple(server)
+    if not argv or not all(isinstance(a, str) and a for a in argv):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(
+            f"an MCP server's command line must be a non-empty list of non-empty "
+            f'strings (["python", "server.py"]), not {server!r}'
+        )
+    if headers is not None:
+        raise UserError(
+            f"`headers=` are sent to a server reached by URL, not to the command "
+            f"{argv[0]!r}; drop them (give a command's secrets with `env=`)"
+        )
+    return _StdioServer(command=argv[0], args=argv[1:], env=env, cwd=cwd)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -146,8 +166,20 @@ class MCPServerToolSource:
     """Offers the tools of one MCP server; their annotations decide effect and approval.
 
     Args:
-        server: How to reach the server.
+        server: How to reach the server: its command line
+            (`["python", "server.py"]`; a bare name is looked up on the `PATH`
+            the server gets), run as a subprocess speaking MCP on its stdin and
+            stdout, or the URL of its streamable HTTP endpoint
+            (`"https://example.com/mcp"`).
         source_name: Unique among the agent's sources; interrupts and logs name it.
+        env: For a command: variables set over the MCP SDK's safe default
+            environment (`PATH`, `HOME`, ...). The worker's own environment is
+            not inherited beyond those defaults, so a server sees only the
+            secrets given to it here.
+        cwd: For a command: its working directory; None keeps the worker's.
+        headers: For a URL: sent with every request, such as `Authorization`.
+            They live in the worker's configuration only, never in workflow
+            history.
         declared_tool_names: The tools the server may offer. Empty (the default)
             makes the listing dynamic: the runner checks each attempt's listing
             for collisions instead of the agent's definition. When given, they
@@ -162,15 +194,19 @@ class MCPServerToolSource:
             still applies. A timed-out write records outcome_unknown.
 
     Raises:
-        UserError: `source_name` is empty, or a policy names a tool that is not
-            declared.
+        UserError: `source_name` is empty, `server` is neither a URL nor a
+            command line, an option does not fit the kind of server, or a
+            policy names a tool that is not declared.
     """
 
     def __init__(
         self,
-        server: MCPServerStdio | MCPServerStreamableHTTP,
+        server: str | Sequence[str],
         *,
         source_name: str,
+        env: Mapping[str, str] | None = None,
+        cwd: str | os.PathLike[str] | None = None,
+        headers: Mapping[str, str] | None = None,
         declared_tool_names: Sequence[str] = (),
         tool_policies: Mapping[str, ToolPolicy] | None = None,
         step_options: ToolStepOptions | None = None,
@@ -180,7 +216,7 @@ class MCPServerToolSource:
     ) -> None:
         if not source_name:
             raise UserError("`source_name` of an MCP tool source must not be empty")
-        self._server = server
+        self._server = _server(server, env, cwd, headers)
         self._name = source_name
         self._declared = tuple(dict.fromkeys(declared_tool_names))
         self._policies = dict(tool_policies or {})
@@ -209,11 +245,6 @@ class MCPServerToolSource:
     def declared_tool_names(self) -> Sequence[str]:
         """The declared tools; empty for a dynamic listing."""
         return self._declared
-
-    @property
-    def server(self) -> MCPServerStdio | MCPServerStreamableHTTP:
-        """How the source reaches its server."""
-        return self._server
 
     async def list_tools(self, context: ToolSourceContext) -> Sequence[SourceTool]:
         """Connect, list the server's tools (every page), and keep them for `build_call`.
@@ -414,14 +445,14 @@ class MCPServerToolSource:
         timeout = self._request_timeout.total_seconds()
         async with AsyncExitStack() as stack:
             match self._server:
-                case MCPServerStdio() as stdio:
+                case _StdioServer() as stdio:
                     target: Any = StdioServerParameters(
                         command=stdio.command,
                         args=list(stdio.args),
                         env=None if stdio.env is None else dict(stdio.env),
                         cwd=None if stdio.cwd is None else os.fspath(stdio.cwd),
                     )
-                case MCPServerStreamableHTTP() as http:
+                case _HttpServer() as http:
                     # httpx2 is the HTTP client the MCP SDK's transport takes.
                     import httpx2
                     from mcp.client.streamable_http import streamable_http_client

@@ -152,6 +152,47 @@ class ConnectorOperation:
                 f"operation {self.name!r}: attempts must be at least 1"
             )
 
+    def bind(
+        self,
+        reference: str,
+        *,
+        manifest: Mapping[str, Any],
+        input_validator: InputValidator | None = None,
+    ) -> ConnectorTool:
+        """This operation bound to the connection `reference` under a reviewed manifest.
+
+        The manifest decides whether the tool is offered and which calls need
+        approval. A manifest that names a different kind or retry than the code
+        is refused: the reviewed file and the code must agree on what may write.
+
+        Raises:
+            InvalidOptionError: The manifest is malformed, disagrees with the
+                operation, or asks for a predicate the operation lacks.
+        """
+        entry = parse_manifest(manifest).get(self.name)
+        if entry is not None:
+            if entry.kind is not None and entry.kind != self.kind:
+                raise InvalidOptionError(
+                    f"the manifest says {self.name!r} is a {entry.kind}, but the "
+                    f"operation is a {self.kind}; fix one of them"
+                )
+            if entry.retry is not None and entry.retry != self.retry:
+                raise InvalidOptionError(
+                    f"the manifest says {self.name!r} has retry {entry.retry!r}, but "
+                    f"the operation has {self.retry!r}; fix one of them"
+                )
+            if entry.approval == "predicate" and self.requires_approval is None:
+                raise InvalidOptionError(
+                    f"the manifest gives {self.name!r} approval by predicate, but the "
+                    "operation has no `requires_approval`"
+                )
+        return ConnectorTool(
+            operation=self,
+            reference=reference,
+            entry=entry,
+            input_validator=input_validator,
+        )
+
     @property
     def effect(self) -> ToolEffect:
         """The session's effect class: what decides the Step a call runs in."""
@@ -226,7 +267,7 @@ InputValidator: TypeAlias = Callable[[JsonObject], object] | type[Any]
 
 @dataclass(frozen=True, kw_only=True)
 class ConnectorTool:
-    """An operation bound to a connection and judged by a manifest; see `connector_tool`."""
+    """An operation bound to a connection and judged by a manifest; see `ConnectorOperation.bind`."""
 
     operation: ConnectorOperation
     reference: str
@@ -289,48 +330,6 @@ class ConnectorTool:
                 cast(Callable[[JsonObject], object], validator)(dict(arguments))
         except Exception as e:
             raise ValueError(f"Input validation error: {e}") from e
-
-
-def connector_tool(
-    operation: ConnectorOperation,
-    reference: str,
-    *,
-    manifest: Mapping[str, Any],
-    input_validator: InputValidator | None = None,
-) -> ConnectorTool:
-    """Bind `operation` to the connection `reference` under a reviewed manifest.
-
-    The manifest decides whether the tool is offered and which calls need
-    approval. A manifest that names a different kind or retry than the code
-    is refused: the reviewed file and the code must agree on what may write.
-
-    Raises:
-        TypeError: The manifest is malformed, disagrees with the operation, or
-            asks for a predicate the operation lacks.
-    """
-    entry = parse_manifest(manifest).get(operation.name)
-    if entry is not None:
-        if entry.kind is not None and entry.kind != operation.kind:
-            raise InvalidOptionError(
-                f"the manifest says {operation.name!r} is a {entry.kind}, but the "
-                f"operation is a {operation.kind}; fix one of them"
-            )
-        if entry.retry is not None and entry.retry != operation.retry:
-            raise InvalidOptionError(
-                f"the manifest says {operation.name!r} has retry {entry.retry!r}, but "
-                f"the operation has {operation.retry!r}; fix one of them"
-            )
-        if entry.approval == "predicate" and operation.requires_approval is None:
-            raise InvalidOptionError(
-                f"the manifest gives {operation.name!r} approval by predicate, but the "
-                "operation has no `requires_approval`"
-            )
-    return ConnectorTool(
-        operation=operation,
-        reference=reference,
-        entry=entry,
-        input_validator=input_validator,
-    )
 
 
 def connector_call_id(execution: DeferredToolExecution) -> str:

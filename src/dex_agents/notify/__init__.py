@@ -15,12 +15,12 @@ import json
 from starlette.requests import Request
 from starlette.responses import Response
 
-from dex_agents.notify import verify_signature
+from dex_agents.notify import WebhookNotifier
 
 
 async def approvals(request: Request) -> Response:
     body = await request.body()  # the raw bytes: parse only after verifying
-    if not verify_signature(SECRET, body, request.headers):
+    if not WebhookNotifier.verify_signature(SECRET, body, request.headers):
         return Response(status_code=401)  # forged, tampered or replayed
     notification = json.loads(body)
     if not already_seen(notification["notification_id"]):  # a retry repeats it
@@ -29,6 +29,6 @@ async def approvals(request: Request) -> Response:
 ```
 """
 
-from ._webhook import WebhookNotifier, verify_signature
+from ._webhook import WebhookNotifier
 
-__all__ = ["WebhookNotifier", "verify_signature"]
+__all__ = ["WebhookNotifier"]

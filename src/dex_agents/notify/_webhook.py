@@ -184,6 +184,44 @@ class WebhookNotifier:
             phrase = f"HTTP {status} {reason}".rstrip()
             raise self._error(notification_id, f"answered {phrase}", status)
 
+    @staticmethod
+    def verify_signature(
+        secret: str | bytes,
+        body: bytes,
+        headers: Mapping[str, str] | Message,
+        *,
+        tolerance: float = 300.0,
+        now: float | None = None,
+    ) -> bool:
+        """Whether a request came from a `WebhookNotifier` with `secret`, recently.
+
+        What a receiver calls before it trusts a request. It recomputes the
+        signature over the timestamp and the body and compares in constant time,
+        so timing reveals nothing of the right signature. It never raises: a
+        missing, repeated or malformed header, an empty secret or a body that is
+        not bytes all give False, so the receiver answers 401 rather than 500.
+
+        Args:
+            secret: The key shared with the sender.
+            body: The request's raw bytes, exactly as received (before any JSON
+                parsing: re-encoding changes the bytes and breaks the signature).
+            headers: The request's headers; names match case-insensitively, so a
+                framework's header mapping, a plain dict or the standard library's
+                `http.server` headers (an `email.message.Message`) all work.
+            tolerance: The most seconds the signed timestamp may differ from `now`,
+                either way; an older request is refused as a possible replay.
+            now: The current Unix time; None reads the clock.
+
+        Returns:
+            True when the signature is right and the timestamp is within tolerance.
+        """
+        try:
+            return _verify(secret, body, headers, tolerance, now)
+        except (
+            Exception
+        ):  # bad input of any shape is refused (fails closed), never raised
+            return False
+
     def _error(
         self, notification_id: str, what: str, status_code: int | None = None
     ) -> WebhookError:
@@ -196,42 +234,6 @@ class WebhookNotifier:
             url=url,
             status_code=status_code,
         )
-
-
-def verify_signature(
-    secret: str | bytes,
-    body: bytes,
-    headers: Mapping[str, str] | Message,
-    *,
-    tolerance: float = 300.0,
-    now: float | None = None,
-) -> bool:
-    """Whether a request came from a `WebhookNotifier` with `secret`, recently.
-
-    What a receiver calls before it trusts a request. It recomputes the
-    signature over the timestamp and the body and compares in constant time,
-    so timing reveals nothing of the right signature. It never raises: a
-    missing, repeated or malformed header, an empty secret or a body that is
-    not bytes all give False, so the receiver answers 401 rather than 500.
-
-    Args:
-        secret: The key shared with the sender.
-        body: The request's raw bytes, exactly as received (before any JSON
-            parsing: re-encoding changes the bytes and breaks the signature).
-        headers: The request's headers; names match case-insensitively, so a
-            framework's header mapping, a plain dict or the standard library's
-            `http.server` headers (an `email.message.Message`) all work.
-        tolerance: The most seconds the signed timestamp may differ from `now`,
-            either way; an older request is refused as a possible replay.
-        now: The current Unix time; None reads the clock.
-
-    Returns:
-        True when the signature is right and the timestamp is within tolerance.
-    """
-    try:
-        return _verify(secret, body, headers, tolerance, now)
-    except Exception:  # bad input of any shape is refused (fails closed), never raised
-        return False
 
 
 def _verify(

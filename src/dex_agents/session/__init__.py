@@ -5,7 +5,7 @@ of a session, and the live events a runner emits or a reader parses. The turn
 machine, its Steps and the session's state are private to the engine binding.
 """
 
-from ._events import AgentEvent, TextDeltaEvent, ToolCallFinishedEvent, event_payload
+from ._events import AgentEvent, TextDeltaEvent, ToolCallFinishedEvent
 from ._options import AgentSessionOptions
 from ._policy import ToolPolicy
 from ._records import (
@@ -37,5 +37,4 @@ __all__ = [
     "ToolPolicy",
     "TurnCompleted",
     "current_deferred_tool_execution",
-    "event_payload",
 ]

@@ -60,6 +60,10 @@ class AgentEvent:
     type: AgentEventType
     data: JsonObject = field(default_factory=lambda: {})
 
+    def payload(self) -> EventPayload | None:
+        """The typed payload (`TextDeltaEvent`, ...); None for a shape its type does not fit."""
+        return event_payload(self)
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class EventRecord:
@@ -80,6 +84,14 @@ class EventRecord:
         """When the event happened (ISO 8601, UTC); empty for events written before 0.2."""
         value = self.data.get("timestamp")
         return value if isinstance(value, str) else ""
+
+    def payload(self) -> EventPayload | None:
+        """The typed payload (`TextDeltaEvent`, ...); None for a shape its type does not fit.
+
+        The record's `data` still holds such an event (a runner's own, of an
+        unexpected shape).
+        """
+        return event_payload(self)
 
 
 class EventSink(Protocol):

@@ -5,7 +5,6 @@ A new backend passes `dex_agents.testing.run_runtime_store_conformance` (or
 """
 
 from ._media import DirectoryMediaStore, MediaStore
-from ._open import open_runtime_store
 from ._protocols import RuntimeStore
 from ._sqlite import SQLiteRuntimeStore
 
@@ -14,5 +13,4 @@ __all__ = [
     "MediaStore",
     "RuntimeStore",
     "SQLiteRuntimeStore",
-    "open_runtime_store",
 ]

@@ -34,6 +34,11 @@ from ._rules import (
 )
 
 
+_Messages = Sequence[StoredMessage]
+_ID = str | None
+"""Short names that keep the signatures restating `RuntimeStore`'s on one line."""
+
+
 class StoreBase(PollsEvents, ABC):
     """Segments, blobs, turns and snapshots over a store's row primitives.
 
@@ -97,11 +102,7 @@ class StoreBase(PollsEvents, ABC):
     # -- segments ----------------------------------------------------------
 
     async def put_segment(
-        self,
-        session_id: str,
-        segment_id: str,
-        parent_id: str | None,
-        messages: Sequence[StoredMessage],
+        self, session_id: str, segment_id: str, parent_id: _ID, messages: _Messages
     ) -> None:
         """Write one immutable segment; see `RuntimeStore.put_segment`."""
         self._check_open()
@@ -174,11 +175,7 @@ class StoreBase(PollsEvents, ABC):
         return None if body is None else JSON_OBJECT.validate_json(body)
 
     async def list_snapshots(
-        self,
-        *,
-        status: str | None = None,
-        limit: int | None = None,
-        before: str | None = None,
+        self, *, status: str | None = None, limit: int | None = None, before: _ID = None
     ) -> list[JsonObject]:
         """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
         self._check_open()

@@ -109,7 +109,7 @@ class WorkerProcess:
 async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     from temporalio.client import Client
 
-    from ..stores import open_runtime_store
+    from ..stores._open import open_runtime_store
     from ._converter import data_converter as pydantic_data_converter
     from ._flow_ref import load_flow
     from ._worker import create_worker

@@ -9,14 +9,13 @@ from .._scripted import MockMessagesApi, scripted_model
 from ._ledger import Ledger
 from ._media_store_conformance import run_media_store_conformance
 from ._runtime_store_conformance import run_runtime_store_conformance
-from ._scripted_runner import ScriptedRunner, ScriptedTool
+from ._scripted_runner import ScriptedRunner
 from ._worker_process import WorkerProcess
 
 __all__ = [
     "Ledger",
     "MockMessagesApi",
     "ScriptedRunner",
-    "ScriptedTool",
     "WorkerProcess",
     "run_media_store_conformance",
     "run_runtime_store_conformance",

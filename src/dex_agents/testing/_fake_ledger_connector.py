@@ -35,7 +35,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from ..connectors import ConnectorOperation, connector_tool
+from ..connectors import ConnectorOperation
 from ..connectors._model import (
     ConnectorInvocation,
     ConnectorInvoke,
@@ -285,6 +285,6 @@ def fake_ledger_connector_tools(
 ) -> list[ConnectorTool]:
     """Every operation bound to `reference` under `manifest`."""
     return [
-        connector_tool(op, reference, manifest=manifest)
+        op.bind(reference, manifest=manifest)
         for op in fake_ledger_operations(ledger_path, gate_dir=gate_dir)
     ]

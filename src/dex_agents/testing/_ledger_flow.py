@@ -17,7 +17,7 @@ from ..session._records import DeferredToolExecution
 from ..temporal import create_agent_session_flow
 from ..temporal._flow import AgentSessionFlow
 from ._ledger import Ledger
-from ._scripted_runner import ScriptedRunner, ScriptedTool
+from ._scripted_runner import ScriptedRunner, ToolHandler
 
 LEDGER_TOOL_POLICIES = {
     "lookup_order": ToolPolicy(effect="read"),
@@ -30,14 +30,16 @@ LEDGER_TOOL_POLICIES = {
 LEDGER_FLOW_ENV = "DEX_AGENTS_TESTING_LEDGER_FLOW"
 """A worker subprocess's `LedgerFlowConfig`, as JSON (see `ledger_flow_from_env`)."""
 
-REFUND_INPUT_SCHEMA: JsonObject = {
-    "type": "object",
-    "properties": {
-        "orderId": {"type": "string", "minLength": 1},
-        "gate": {"type": "string"},
-        "invalid": {"type": "boolean"},
-    },
-    "required": ["orderId"],
+LEDGER_INPUT_SCHEMAS: dict[str, JsonObject] = {
+    "create_refund": {
+        "type": "object",
+        "properties": {
+            "orderId": {"type": "string", "minLength": 1},
+            "gate": {"type": "string"},
+            "invalid": {"type": "boolean"},
+        },
+        "required": ["orderId"],
+    }
 }
 """`create_refund`'s input, checked when a person edits a call of it."""
 
@@ -65,7 +67,7 @@ class LedgerFlowConfig:
     extra: dict[str, str] = field(default_factory=lambda: {})
 
 
-def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
+def ledger_tools(ledger: Ledger, gate_dir: Path) -> dict[str, ToolHandler]:
     """Tools whose every side effect is a ledger row.
 
     `create_refund` with `"gate": name` stops at that gate after it started, so a
@@ -126,16 +128,12 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> list[ScriptedTool]:
         ledger.record("check_stock", sku=args.get("sku"))
         return f"{args.get('sku')}: 3 left"
 
-    return [
-        ScriptedTool(name="lookup_order", handler=lookup_order),
-        ScriptedTool(
-            name="create_refund",
-            handler=create_refund,
-            input_schema=REFUND_INPUT_SCHEMA,
-        ),
-        ScriptedTool(name="send_email", handler=send_email),
-        ScriptedTool(name="check_stock", handler=check_stock),
-    ]
+    return {
+        "lookup_order": lookup_order,
+        "create_refund": create_refund,
+        "send_email": send_email,
+        "check_stock": check_stock,
+    }
 
 
 def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
@@ -143,6 +141,7 @@ def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
     gate_dir = Path(config.gate_dir)
     runner = ScriptedRunner(
         ledger_tools(Ledger(config.ledger_path), gate_dir),
+        input_schemas=LEDGER_INPUT_SCHEMAS,
         gate_dir=gate_dir,
         max_input_bytes=config.max_input_bytes,
     )

@@ -22,8 +22,8 @@ import asyncio
 import hashlib
 import json
 import shlex
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from .._errors import (
@@ -51,16 +51,6 @@ ToolHandler = Callable[[JsonObject, DeferredToolExecution | None], Awaitable[str
 SEGMENT_USAGE = Usage(input_tokens=20, output_tokens=5, model_calls=1, cost_usd=0.001)
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class ScriptedTool:
-    """A tool of the scripted runner; its effect comes from the session's policies."""
-
-    name: str
-    handler: ToolHandler
-    input_schema: JsonObject | None = None
-    """Checked against a person's edit of a call (JSON Schema); None takes any object."""
-
-
 class ScriptedRunner:
     """An `AgentFrameworkRunner` that follows scripts instead of calling a model."""
 
@@ -68,17 +58,22 @@ class ScriptedRunner:
 
     def __init__(
         self,
-        tools: list[ScriptedTool] | None = None,
+        tools: Mapping[str, ToolHandler] | None = None,
         *,
+        input_schemas: Mapping[str, JsonObject] | None = None,
         gate_dir: Path | None = None,
         max_input_bytes: int | None = None,
     ) -> None:
-        """A runner with `tools`.
+        """A runner with `tools`, handlers by tool name.
 
-        `max_input_bytes` plays a model's input limit: a segment whose prompts and
-        notes add up to more raises `MessageTooLargeError`, as a model would refuse.
+        A tool's effect comes from the session's policies. `input_schemas` (JSON
+        Schema, by tool name) checks a person's edit of a call; a tool without
+        one takes any object. `max_input_bytes` plays a model's input limit: a
+        segment whose prompts and notes add up to more raises
+        `MessageTooLargeError`, as a model would refuse.
         """
-        self.tools = {t.name: t for t in tools or []}
+        self.tools = dict(tools or {})
+        self.input_schemas = dict(input_schemas or {})
         self.gate_dir = gate_dir
         self.max_input_bytes = max_input_bytes
 
@@ -167,18 +162,18 @@ class ScriptedRunner:
         self, call: ToolCall, execution: DeferredToolExecution
     ) -> ToolOutcome:
         """Run the tool's handler; it raises `ToolExecutionError` for a failed result."""
-        tool = self.tools.get(call.tool_name)
-        if tool is None:
+        handler = self.tools.get(call.tool_name)
+        if handler is None:
             raise UserError(f"the scripted runner has no tool {call.tool_name!r}")
-        return ToolOutcome(output=await tool.handler(call.arguments, execution))
+        return ToolOutcome(output=await handler(call.arguments, execution))
 
     async def check_edited_call(
         self, call: ToolCall, arguments: JsonObject, context: EditContext
     ) -> ToolCall:
         """`call` with the edit, checked against the tool's `input_schema` if it has one."""
-        tool = self.tools.get(call.tool_name)
-        if tool is not None and tool.input_schema is not None:
-            problem = schema_problem(tool.input_schema, arguments, call.tool_name)
+        schema = self.input_schemas.get(call.tool_name)
+        if schema is not None:
+            problem = schema_problem(schema, arguments, call.tool_name)
             if problem is not None:
                 raise problem
         policy = resolve_policy(
@@ -226,7 +221,7 @@ class ScriptedRunner:
                         },
                     )
                 )
-                output = await self.tools[name].handler(args, None)
+                output = await self.tools[name](args, None)
                 context.events.emit(
                     AgentEvent(
                         type="tool_call_finished",

@@ -17,6 +17,5 @@ except ImportError as e:  # pragma: no cover - the guard only fires without the 
     ) from e
 
 from ._app import create_app
-from ._service import WebOptions
 
-__all__ = ["WebOptions", "create_app"]
+__all__ = ["create_app"]

@@ -14,7 +14,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 from starlette.staticfiles import StaticFiles
 
-from .._errors import UserError
+from .._errors import InvalidArgumentError, UserError
 from ..stores import RuntimeStore
 from ..temporal._flow import AgentSessionFlow
 from ._api import api_router
@@ -36,7 +36,9 @@ def create_app(
     tokens: str | Path | TokenSet | None = None,
     allow_anonymous_loopback: bool = False,
     cors_origins: Sequence[str] = (),
-    options: WebOptions | None = None,
+    worker_timeout: float = 10.0,
+    wait_timeout: float = 300.0,
+    poll_interval: float = 0.02,
     pages: bool = True,
 ) -> FastAPI:
     """The web app of the sessions that `client` and `store` reach.
@@ -56,7 +58,12 @@ def create_app(
             token act as admin: for `dev` only, never behind a proxy.
         cors_origins: Origins a browser front end may call the API from
             (bearer tokens; no cookies). Off by default.
-        options: Timeouts and polling.
+        worker_timeout: Seconds a request waits for a worker to take it (then
+            503 `no_worker`).
+        wait_timeout: Seconds `POST .../messages` with `wait: true` waits for
+            the turn (then 504 `timeout`).
+        poll_interval: Seconds between two reads of the event log by a followed
+            session's poller.
         pages: Serve the inbox pages (`/inbox`, `/sessions`, `/login`).
 
     Mount it in your own app with `app.mount("/agents", create_app(...))`.
@@ -64,7 +71,14 @@ def create_app(
     Raises:
         UserError: no store, a tokens file that cannot be read or parsed, or
             no token and no anonymous loopback.
+        InvalidArgumentError: a timeout or the poll interval is not a positive
+            number of seconds.
     """
+    settings = WebOptions(
+        worker_timeout=_seconds("worker_timeout", worker_timeout),
+        wait_timeout=_seconds("wait_timeout", wait_timeout),
+        poll_interval=_seconds("poll_interval", poll_interval),
+    )
     if store is None:
         raise UserError(
             "create_app needs the runtime store the sessions' workers write: "
@@ -79,7 +93,6 @@ def create_app(
             "`tokens=` the path of a tokens file, set `DEX_AGENTS_WEB_TOKENS`, or (for "
             "`dev` on this machine only) `allow_anonymous_loopback=True`"
         )
-    settings = options or WebOptions()
     service = Service(client, flows, store, settings)
     auth = Auth(
         tokens=token_set,
@@ -149,3 +162,12 @@ def _with_bearer_scheme(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi
+
+
+def _seconds(name: str, value: object) -> float:
+    """`value` if it is a positive number of seconds; else the error that says so."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise InvalidArgumentError(
+            name, f"`{name}=` must be a positive number of seconds, not {value!r}"
+        )
+    return float(value)

@@ -8,8 +8,7 @@ import uuid
 from pathlib import Path
 
 from ..._errors import UserError
-from ...stores import open_runtime_store
-from ...stores._open import is_database_url, redacted_store
+from ...stores._open import is_database_url, open_runtime_store, redacted_store
 from .._context import Target, store_label
 from .._errors import one_line
 from ._check import Check, Subject, failed_check, in_thread
