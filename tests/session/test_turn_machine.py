@@ -57,7 +57,6 @@ from dex_agents.session._turns import (
     model_answered,
     model_failed,
     model_step,
-    open_budget,
     open_interrupt,
     queue_message,
     record_outcome,
@@ -67,6 +66,7 @@ from dex_agents.session._turns import (
     settle_approval,
     start_turn,
     starting_state,
+    step_execution_id,
     waiting_call,
 )
 from dex_agents.session._usage import Usage
@@ -223,7 +223,7 @@ def test_queued_prompts_start_a_turn_that_sends_them_all() -> None:
         pending=(UserPrompt(text="one"), UserPrompt(text="two")),
     )
     assert moved.step == first
-    assert first.step_execution_id == "turn-1/run_model/1"
+    assert step_execution_id(first) == "turn-1/run_model/1"
     assert moved.state.active == replace(turn(started.state), segment=1)
     assert moved.events == ()
 
@@ -457,7 +457,7 @@ def test_a_call_without_approval_runs_in_a_retried_tool_step() -> None:
         timeout=timedelta(minutes=10),
     )
     assert moved.step == call
-    assert call.step_execution_id == "turn-1/call_tool/call-read"
+    assert step_execution_id(call) == "turn-1/call_tool/call-read"
     assert moved.state.active == replace(turn(state), phase="execute")
     assert moved.events == ()
 
@@ -593,7 +593,7 @@ def test_an_approved_call_goes_to_execute() -> None:
         timeout=timedelta(minutes=10),
     )
     assert advance(settled.state, OPTIONS, now=NOW).step == execute
-    assert execute.step_execution_id == "turn-1/call_single_attempt_tool/call-refund"
+    assert step_execution_id(execute) == "turn-1/call_single_attempt_tool/call-refund"
 
 
 def test_a_rejected_call_is_recorded_and_the_rest_of_its_reply_is_skipped() -> None:
@@ -913,7 +913,7 @@ def test_when_every_call_is_done_the_model_resumes_with_the_records() -> None:
         ),
     )
     assert isinstance(resumed.step, RunModelStep)
-    assert resumed.step.step_execution_id == "turn-1/run_model/2"
+    assert step_execution_id(resumed.step) == "turn-1/run_model/2"
 
 
 def test_a_turn_that_ends_takes_its_interrupts_into_the_resolved_window() -> None:
@@ -1556,7 +1556,9 @@ def _paused(options: AgentSessionOptions) -> SessionState:
     state = start_turn(queued("hello")).state
     state = replace(state, usage=Usage(cost_usd=0.02))
     assert advance(state, options, now=NOW).step == OpenBudgetStep()
-    return open_budget(state, options, interrupt_id="intr-b", now=NOW).state
+    return open_interrupt(
+        state, options, interrupt_id="intr-b", now=NOW, budget=True
+    ).state
 
 
 def test_a_spent_budget_waits_for_a_new_limit_and_goes_on_under_it() -> None:

@@ -126,11 +126,6 @@ class RunModelStep:
     """What is left of the session's spend limit (USD): the segment stops at the
     model call that spends it (the CLI's `max_budget_usd`); None without a limit."""
 
-    @property
-    def step_execution_id(self) -> str:
-        """The Step's ID, the same on every attempt."""
-        return f"{self.turn_id}/run_model/{self.segment}"
-
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CallToolStep:
@@ -144,10 +139,14 @@ class CallToolStep:
     timeout: timedelta
     """Limit for one attempt."""
 
-    @property
-    def step_execution_id(self) -> str:
-        """The Step's ID, the same on every attempt."""
-        return f"{self.turn_id}/{self.tool_step}/{self.call.tool_call_id}"
+
+def step_execution_id(step: RunModelStep | CallToolStep) -> str:
+    """The Step's ID, the same on every attempt: its events and records are keyed by it."""
+    match step:
+        case RunModelStep():
+            return f"{step.turn_id}/run_model/{step.segment}"
+        case CallToolStep():
+            return f"{step.turn_id}/{step.tool_step}/{step.call.tool_call_id}"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -159,7 +158,7 @@ class OpenInterruptStep:
 
 @dataclass(frozen=True, slots=True)
 class OpenBudgetStep:
-    """The session reached its spend limit: name an interrupt, then `open_budget`."""
+    """The session reached its spend limit: name an interrupt, then `open_interrupt(budget=True)`."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -463,9 +462,41 @@ def open_interrupt(
     *,
     interrupt_id: str,
     now: datetime,
+    budget: bool = False,
 ) -> Transition:
-    """The current call waits for approval under `interrupt_id`, until the deadline if any."""
+    """The turn waits for a person under `interrupt_id`, until the deadline if any.
+
+    Its current call waits for approval; with `budget`, the turn waits for a
+    person to raise the session's spend limit (or decline).
+    """
     active = _active(state)
+    created_at, deadline = now.isoformat(), _deadline(options, now)
+    if budget:
+        spent, limit = state.usage.cost_usd, spend_limit(state, options)
+        arguments: JsonObject = {
+            "spent_usd": round(spent, 6),
+            "spend_limit_usd": limit,
+        }
+        interrupt = Interrupt(
+            interrupt_id=interrupt_id,
+            turn_id=active.turn_id,
+            tool_call_id="",
+            tool_name=BUDGET_TOOL_NAME,
+            arguments=arguments,
+            effect="unclassified",
+            reason=f"the session spent {spent:.4f} USD of its {limit or 0:.4f} USD "
+            "limit; answer with a new limit to continue, or decline to end the turn",
+            created_at=created_at,
+            deadline=deadline,
+            kind="budget",
+        )
+        paused = replace(
+            active,
+            interrupt_id=interrupt_id,
+            paused_phase=active.phase,
+            phase="await_budget",
+        )
+        return _opened(state, interrupt, paused)
     call = active.calls[active.call_index]
     interrupt = Interrupt(
         interrupt_id=interrupt_id,
@@ -476,48 +507,12 @@ def open_interrupt(
         arguments_ref=call.arguments_ref,
         effect=call.policy.effect,
         reason=call.reason or f"{call.tool_name} is {call.policy.effect}",
-        created_at=now.isoformat(),
-        deadline=_deadline(options, now),
+        created_at=created_at,
+        deadline=deadline,
         at_least_once=runs_in_model_segment(call),
     )
     waiting = replace(active, interrupt_id=interrupt_id, phase="await_approval")
     return _opened(state, interrupt, waiting)
-
-
-def open_budget(
-    state: SessionState,
-    options: AgentSessionOptions,
-    *,
-    interrupt_id: str,
-    now: datetime,
-) -> Transition:
-    """The turn waits for a person to raise the spend limit (or decline), as `interrupt_id`."""
-    active = _active(state)
-    spent, limit = state.usage.cost_usd, spend_limit(state, options)
-    arguments: JsonObject = {
-        "spent_usd": round(spent, 6),
-        "spend_limit_usd": limit,
-    }
-    interrupt = Interrupt(
-        interrupt_id=interrupt_id,
-        turn_id=active.turn_id,
-        tool_call_id="",
-        tool_name=BUDGET_TOOL_NAME,
-        arguments=arguments,
-        effect="unclassified",
-        reason=f"the session spent {spent:.4f} USD of its {limit or 0:.4f} USD "
-        "limit; answer with a new limit to continue, or decline to end the turn",
-        created_at=now.isoformat(),
-        deadline=_deadline(options, now),
-        kind="budget",
-    )
-    paused = replace(
-        active,
-        interrupt_id=interrupt_id,
-        paused_phase=active.phase,
-        phase="await_budget",
-    )
-    return _opened(state, interrupt, paused)
 
 
 def _deadline(options: AgentSessionOptions, now: datetime) -> str | None:

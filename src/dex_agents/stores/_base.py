@@ -33,7 +33,6 @@ from ._rules import (
     unknown_cursor,
 )
 
-
 _Messages = Sequence[StoredMessage]
 _ID = str | None
 """Short names that keep the signatures restating `RuntimeStore`'s on one line."""

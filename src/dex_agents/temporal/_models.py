@@ -40,6 +40,7 @@ from ..session._turns import (
     calls_requested,
     model_answered,
     record_outcome,
+    step_execution_id,
 )
 from ..session._usage import ModelCallMetadata, Usage
 
@@ -205,7 +206,7 @@ class RunModelInput(_StepInput):
         return cls(
             session_id=session_id,
             turn_id=step.turn_id,
-            step_execution_id=step.step_execution_id,
+            step_execution_id=step_execution_id(step),
             transcript_head=step.transcript_head,
             pending=list(step.pending),
             resume=resume,
@@ -266,7 +267,7 @@ class CallToolInput(_StepInput):
         return cls(
             session_id=session_id,
             turn_id=step.turn_id,
-            step_execution_id=step.step_execution_id,
+            step_execution_id=step_execution_id(step),
             call=step.call,
         )
 

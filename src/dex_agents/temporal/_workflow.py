@@ -559,9 +559,9 @@ class AgentSessionWorkflow:
             case _turns.CallToolStep() as step:
                 await self._execute(step)
             case _turns.OpenInterruptStep():
-                await self._open(_turns.open_interrupt)
+                await self._open(budget=False)
             case _turns.OpenBudgetStep():
-                await self._open(_turns.open_budget)
+                await self._open(budget=True)
             case _turns.AwaitApprovalStep() as step:
                 await self._await_approval(step)
             case _turns.PublishStep():
@@ -569,12 +569,16 @@ class AgentSessionWorkflow:
             case _turns.ContinueAsNewStep():
                 await self._continue_as_new()
 
-    async def _open(self, opener: Callable[..., _turns.Transition]) -> None:
-        """Name a new interrupt, open it with `opener`, and tell `on_interrupt`."""
+    async def _open(self, *, budget: bool) -> None:
+        """Name a new interrupt, open it (a call's, or the `budget`'s), tell `on_interrupt`."""
         interrupt_id = f"intr_{workflow.uuid4().hex[:16]}"
         await self._follow(
-            opener(
-                self.state, self.options, interrupt_id=interrupt_id, now=workflow.now()
+            _turns.open_interrupt(
+                self.state,
+                self.options,
+                interrupt_id=interrupt_id,
+                now=workflow.now(),
+                budget=budget,
             )
         )
         self._notify("created", interrupt_id)
@@ -600,7 +604,7 @@ class AgentSessionWorkflow:
                     self.names.run_model,
                     input,
                     RunModelOutput,
-                    step_id=f"{step.step_execution_id}/parked",
+                    step_id=f"{_turns.step_execution_id(step)}/parked",
                     timeout=opts.run_model_limit,
                     attempts=1,
                     task_queue=parked.queue,
@@ -621,7 +625,7 @@ class AgentSessionWorkflow:
                     self.names.run_model,
                     input,
                     RunModelOutput,
-                    step_id=step.step_execution_id,
+                    step_id=_turns.step_execution_id(step),
                     timeout=opts.run_model_limit,
                     attempts=attempts,
                 )
@@ -692,7 +696,7 @@ class AgentSessionWorkflow:
                 self.names.call_single_attempt_tool if single else self.names.call_tool,
                 CallToolInput.for_step(step, session_id=self.state.session_id),
                 CallToolOutput,
-                step_id=step.step_execution_id,
+                step_id=_turns.step_execution_id(step),
                 timeout=step.timeout,
                 attempts=step.attempts,
             )
