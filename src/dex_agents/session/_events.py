@@ -8,7 +8,7 @@ A retried attempt re-sends its deltas, so readers group text by
 Each event type has a typed payload below (`TextDeltaEvent`, ...,
 `SessionEndedEvent`, the `EventPayload` union): producers build one and turn
 it into an `AgentEvent` with `agent_event`, readers turn a stored record back
-into one with `event_payload`. Every stored event carries a `timestamp`
+into one with `record.payload()` (`event_payload`). Every stored event carries a `timestamp`
 (ISO 8601, UTC) in its data: the activity that writes it stamps it when it is
 emitted, and the workflow stamps its own events with `workflow.now()`, so a
 replay writes the same time. `docs/events.md` is the table of them all.

@@ -2,7 +2,7 @@
 
 Routes only parse, authorize and render; every operation is here, once, so a
 form on a page and a JSON call do exactly the same thing. Each call that
-needs a worker has a deadline (`WebOptions.worker_timeout`): a request never
+needs a worker has a deadline (`create_app(worker_timeout=...)`): a request never
 hangs because no worker runs.
 """
 
