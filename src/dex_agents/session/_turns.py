@@ -504,11 +504,11 @@ def open_interrupt(
         tool_call_id=call.tool_call_id,
         tool_name=call.tool_name,
         arguments=call.arguments,
-        arguments_ref=call.arguments_ref,
         effect=call.policy.effect,
         reason=call.reason or f"{call.tool_name} is {call.policy.effect}",
         created_at=created_at,
         deadline=deadline,
+        arguments_ref=call.arguments_ref,
         at_least_once=runs_in_model_segment(call),
     )
     waiting = replace(active, interrupt_id=interrupt_id, phase="await_approval")
