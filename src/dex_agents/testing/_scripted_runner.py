@@ -170,7 +170,7 @@ class ScriptedRunner:
     async def check_edited_call(
         self, call: ToolCall, arguments: JsonObject, context: EditContext
     ) -> ToolCall:
-        """`call` with the edit, checked against the tool's `input_schema` if it has one."""
+        """`call` with the edit, checked against the tool's entry in `input_schemas` if any."""
         schema = self.input_schemas.get(call.tool_name)
         if schema is not None:
             problem = schema_problem(schema, arguments, call.tool_name)
