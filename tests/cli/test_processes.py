@@ -180,6 +180,33 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     assert ledger.count("create_refund_started") == 1
 
 
+async def test_chat_sends_messages_longer_than_the_inline_limit(
+    engine: EmbeddedEngine,
+    client: Client,
+    tmp_path: Path,
+    flow_type: str,
+    cli_worker: Term,
+) -> None:
+    # Over 2 KiB a message goes to the runtime store and travels by reference:
+    # the first one starts the session, the second goes to the running one.
+    session_id = f"c-long-{RUN}"
+    chat = _chat(engine, tmp_path, flow_type, session_id, "--agent", "agents:flow")
+    chat.expect("you › ")
+    texts = ["long " * 600 + f"{mark}-{RUN}" for mark in ("FIRST", "SECOND")]
+    for text in texts:
+        chat.sendline(f"say {text}")
+        chat.expect("agent › said: long")
+        chat.expect(text[-12:])
+        chat.expect("you › ")
+    chat.sendline("/quit")
+    assert chat.wait_exit() == 0
+    sessions = await _sessions(client, tmp_path, flow_type)
+    snapshot = await sessions.snapshot(session_id, turns=2)
+    # The transcript holds each message and answer whole.
+    said = [m.text for m in snapshot.messages if m.role == "assistant"]
+    assert said == [f"said: {t}" for t in texts]
+
+
 async def test_a_chat_card_answered_elsewhere_is_refreshed(
     engine: EmbeddedEngine,
     tmp_path: Path,

@@ -251,15 +251,13 @@ class Chat:
             if not await self._reachable("your message was not sent"):
                 return
             try:
+                # With the store: a message over 2 KiB travels by reference.
+                sessions = SessionClient(self.conn.client, self.flow, self.store)
                 if self.exists:
-                    await SessionClient(self.conn.client).send_user_message(
-                        self.session_id, text
-                    )
+                    await sessions.send_user_message(self.session_id, text)
                 else:
                     assert self.flow is not None
-                    await SessionClient(self.conn.client, self.flow).start(
-                        self.session_id, initial_message=text
-                    )
+                    await sessions.start(self.session_id, initial_message=text)
                     self.exists = True
             except RPCError as err:
                 if not unreachable(err):
