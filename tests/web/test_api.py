@@ -511,6 +511,20 @@ async def test_an_app_without_tokens_is_refused(client: Client, tmp_path: Path) 
     await store.close()
 
 
+async def test_an_app_whose_tokens_file_is_missing_is_refused_naming_it(
+    client: Client, tmp_path: Path
+) -> None:
+    from dex_agents import UserError
+
+    missing = tmp_path / "tokens.toml"
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    with pytest.raises(UserError, match="cannot read the token file") as err:
+        create_app(client, [], store, tokens=missing)
+    assert str(missing) in str(err.value)
+    assert "create_app(tokens=...)" in str(err.value)
+    await store.close()
+
+
 @pytest.mark.parametrize(
     ("argument", "value"),
     [("worker_timeout", 0), ("wait_timeout", -1.0), ("poll_interval", "fast")],

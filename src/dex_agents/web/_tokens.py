@@ -221,7 +221,8 @@ def load_tokens(
         except OSError as err:
             raise UserError(
                 f"cannot read the token file {str(location)!r}: {err.strerror}; "
-                "check `--tokens-file` / `DEX_AGENTS_WEB_TOKENS_FILE`"
+                "check the path given as `create_app(tokens=...)`, or as "
+                "`dex-agents serve --tokens-file` / `DEX_AGENTS_WEB_TOKENS_FILE`"
             ) from err
         return TokenSet.from_text(text, source=repr(str(location)))
     inline = (env or {}).get("DEX_AGENTS_WEB_TOKENS")
