@@ -205,6 +205,8 @@ async def test_chat_sends_messages_longer_than_the_inline_limit(
     # The transcript holds each message and answer whole.
     said = [m.text for m in snapshot.messages if m.role == "assistant"]
     assert said == [f"said: {t}" for t in texts]
+    assert sessions.store is not None
+    await sessions.store.close()
 
 
 async def test_a_chat_card_answered_elsewhere_is_refreshed(

@@ -161,6 +161,14 @@ def test_compaction_is_refused_by_a_runner_that_cannot_compact() -> None:
         )
 
 
+def test_a_scripted_runner_refuses_a_schema_for_a_tool_it_does_not_have() -> None:
+    async def lookup(arguments: object, execution: object) -> str:
+        return "found"
+
+    with pytest.raises(UserError, match=r"names \['refnud'\], which are not in"):
+        ScriptedRunner({"lookup": lookup}, input_schemas={"refnud": {"type": "object"}})
+
+
 async def test_long_answers_are_clipped_in_the_summary_and_whole_in_messages(
     harness: Harness,
 ) -> None:

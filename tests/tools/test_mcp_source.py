@@ -130,6 +130,7 @@ def test_a_policy_for_an_undeclared_tool_is_refused() -> None:
         ("server.py", {}, "neither an http"),
         ([], {}, "non-empty list"),
         (["python", ""], {}, "non-empty list"),
+        (Path("server.py"), {}, r"str\(path\)"),
         ("https://example.com/mcp", {"env": {"A": "1"}}, "`env=` and `cwd=`"),
         (["python", "server.py"], {"headers": {"A": "1"}}, "`headers=` are sent"),
     ],
@@ -139,6 +140,12 @@ def test_a_server_that_is_neither_a_url_nor_a_command_is_refused(
 ) -> None:
     with pytest.raises(UserError, match=message):
         MCPServerToolSource(server, source_name="x", **options)  # pyright: ignore[reportArgumentType]
+
+
+def test_a_server_is_a_url_of_any_case_or_a_command_line_with_paths() -> None:
+    # Constructing a source connects to nothing; these are only accepted.
+    MCPServerToolSource("HTTPS://example.com/mcp", source_name="x", env={})
+    MCPServerToolSource(("python", Path("server.py")), source_name="x", headers={})
 
 
 async def test_bad_arguments_are_refused_before_the_server(tmp_path: Path) -> None:

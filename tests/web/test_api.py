@@ -527,7 +527,12 @@ async def test_an_app_whose_tokens_file_is_missing_is_refused_naming_it(
 
 @pytest.mark.parametrize(
     ("argument", "value"),
-    [("worker_timeout", 0), ("wait_timeout", -1.0), ("poll_interval", "fast")],
+    [
+        ("worker_timeout", 0),
+        ("wait_timeout", -1.0),
+        ("wait_timeout", float("nan")),
+        ("poll_interval", "fast"),
+    ],
 )
 async def test_an_app_with_a_bad_timeout_is_refused_naming_it(
     client: Client, tmp_path: Path, argument: str, value: object

@@ -122,37 +122,52 @@ class _HttpServer:
 
 
 def _server(
-    server: str | Sequence[str],
+    server: str | Sequence[str | os.PathLike[str]],
     env: Mapping[str, str] | None,
     cwd: str | os.PathLike[str] | None,
     headers: Mapping[str, str] | None,
 ) -> _StdioServer | _HttpServer:
     """How to reach `server`: a URL, or a command line; each with its own options."""
     if isinstance(server, str):
-        if not server.startswith(("http://", "https://")):
+        if not server.lower().startswith(("http://", "https://")):
             raise UserError(
                 f"MCP server {server!r} is neither an http(s) URL nor a command "
                 'line; pass the URL ("https://example.com/mcp") or the command as '
                 'a list (["python", "server.py"])'
             )
-        if env is not None or cwd is not None:
+        if env or cwd is not None:
             raise UserError(
                 f"`env=` and `cwd=` configure a server run as a command, not the URL "
                 f"{server!r}; drop them (send credentials with `headers=`)"
             )
         return _HttpServer(url=server, headers=dict(headers or {}))
-    argv = tuple(server)
-    if not argv or not all(isinstance(a, str) and a for a in argv):  # pyright: ignore[reportUnnecessaryIsInstance]
+    command = _command_line(server)
+    if command is None:
         raise UserError(
-            f"an MCP server's command line must be a non-empty list of non-empty "
-            f'strings (["python", "server.py"]), not {server!r}'
+            f"an MCP server is a URL or a command line (a non-empty list of "
+            f'non-empty strings, ["python", "server.py"]), not {server!r}; for a '
+            "script's path, pass [sys.executable, str(path)]"
         )
-    if headers is not None:
+    if headers:
         raise UserError(
             f"`headers=` are sent to a server reached by URL, not to the command "
-            f"{argv[0]!r}; drop them (give a command's secrets with `env=`)"
+            f"{command[0]!r}; drop them (give a command's secrets with `env=`)"
         )
-    return _StdioServer(command=argv[0], args=argv[1:], env=env, cwd=cwd)
+    return _StdioServer(command=command[0], args=command[1:], env=env, cwd=cwd)
+
+
+def _command_line(server: object) -> tuple[str, ...] | None:
+    """`server` as an argv (paths as text), or None when it is not a command line."""
+    if not isinstance(server, list | tuple):
+        return None
+    words: list[str] = []
+    for word in cast("list[object] | tuple[object, ...]", server):
+        if isinstance(word, os.PathLike):
+            word = os.fspath(cast("os.PathLike[str]", word))
+        if not isinstance(word, str) or not word:
+            return None
+        words.append(word)
+    return tuple(words) or None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -201,7 +216,7 @@ class MCPServerToolSource:
 
     def __init__(
         self,
-        server: str | Sequence[str],
+        server: str | Sequence[str | os.PathLike[str]],
         *,
         source_name: str,
         env: Mapping[str, str] | None = None,

@@ -4,7 +4,7 @@ The signature follows the Stripe and Slack scheme: an HMAC-SHA256, keyed by a
 secret the sender and the receiver share, over the request's Unix timestamp,
 a dot and the raw body. Signing the body proves who sent it and that nothing
 changed it on the way; signing the timestamp too lets the receiver refuse a
-captured request replayed later (`verify_signature` allows five minutes of
+captured request replayed later (`WebhookNotifier.verify_signature` allows five minutes of
 difference by default).
 
 The notifier makes one POST per call and raises `WebhookError` when it did not
@@ -217,9 +217,8 @@ class WebhookNotifier:
         """
         try:
             return _verify(secret, body, headers, tolerance, now)
-        except (
-            Exception
-        ):  # bad input of any shape is refused (fails closed), never raised
+        # Bad input of any shape is refused (fails closed), never raised.
+        except Exception:
             return False
 
     def _error(

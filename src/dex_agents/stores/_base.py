@@ -33,10 +33,6 @@ from ._rules import (
     unknown_cursor,
 )
 
-_Messages = Sequence[StoredMessage]
-_ID = str | None
-"""Short names that keep the signatures restating `RuntimeStore`'s on one line."""
-
 
 class StoreBase(PollsEvents, ABC):
     """Segments, blobs, turns and snapshots over a store's row primitives.
@@ -101,7 +97,11 @@ class StoreBase(PollsEvents, ABC):
     # -- segments ----------------------------------------------------------
 
     async def put_segment(
-        self, session_id: str, segment_id: str, parent_id: _ID, messages: _Messages
+        self,
+        session_id: str,
+        segment_id: str,
+        parent_id: str | None,
+        messages: Sequence[StoredMessage],
     ) -> None:
         """Write one immutable segment; see `RuntimeStore.put_segment`."""
         self._check_open()
@@ -174,7 +174,11 @@ class StoreBase(PollsEvents, ABC):
         return None if body is None else JSON_OBJECT.validate_json(body)
 
     async def list_snapshots(
-        self, *, status: str | None = None, limit: int | None = None, before: _ID = None
+        self,
+        *,
+        status: str | None = None,
+        limit: int | None = None,
+        before: str | None = None,
     ) -> list[JsonObject]:
         """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
         self._check_open()

@@ -66,14 +66,26 @@ class ScriptedRunner:
     ) -> None:
         """A runner with `tools`, handlers by tool name.
 
-        A tool's effect comes from the session's policies. `input_schemas` (JSON
-        Schema, by tool name) checks a person's edit of a call; a tool without
-        one takes any object. `max_input_bytes` plays a model's input limit: a
-        segment whose prompts and notes add up to more raises
-        `MessageTooLargeError`, as a model would refuse.
+        A handler is `async def handler(arguments, execution) -> str`: the call's
+        input, and its `DeferredToolExecution` in a tool Step (None inline); it
+        returns the text the model reads, or raises `ToolExecutionError` for a
+        failed result. A tool's effect comes from the session's policies.
+        `input_schemas` (JSON Schema, by tool name) checks a person's edit of a
+        call; a tool without one takes any object. `max_input_bytes` plays a
+        model's input limit: a segment whose prompts and notes add up to more
+        raises `MessageTooLargeError`, as a model would refuse.
+
+        Raises:
+            UserError: `input_schemas` names a tool that is not in `tools`.
         """
         self.tools = dict(tools or {})
         self.input_schemas = dict(input_schemas or {})
+        unknown = sorted(set(self.input_schemas) - set(self.tools))
+        if unknown:
+            raise UserError(
+                f"`input_schemas` names {unknown}, which are not in `tools` "
+                f"({sorted(self.tools)}); fix the names or add the tools"
+            )
         self.gate_dir = gate_dir
         self.max_input_bytes = max_input_bytes
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
@@ -166,7 +167,12 @@ def _with_bearer_scheme(app: FastAPI) -> None:
 
 def _seconds(name: str, value: object) -> float:
     """`value` if it is a positive number of seconds; else the error that says so."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or math.isnan(value)
+        or value <= 0
+    ):
         raise InvalidArgumentError(
             name, f"`{name}=` must be a positive number of seconds, not {value!r}"
         )
