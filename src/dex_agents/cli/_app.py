@@ -387,26 +387,21 @@ async def _keep_server(engine: EmbeddedEngine, out: Console) -> None:
         if engine.running:
             continue
         address, pid = engine.address, engine.pid
-        out.print(
-            Text(
-                f"the Temporal server on {address} (pid {pid}) is gone; starting it "
-                "again on the same address",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        render.say(
+            out,
+            f"the Temporal server on {address} (pid {pid}) is gone; starting it "
+            "again on the same address",
         )
         try:
             await engine.ensure_running()
         except EngineError as err:
             raise _in_dev_words(err) from err
         how = "started here" if engine.owned else "started by another dev, reused"
-        out.print(
-            Text(
-                f"the Temporal server on {engine.address} is back (pid {engine.pid}, "
-                f"{how})",
-                style="green",
-            ),
-            soft_wrap=True,
+        render.say(
+            out,
+            f"the Temporal server on {engine.address} is back (pid {engine.pid}, "
+            f"{how})",
+            "green",
         )
 
 
@@ -493,13 +488,10 @@ async def _serve(
         ],
     )
     if not flows:
-        out.print(
-            Text(
-                "no --agent, so no worker runs here; start one with "
-                "`dex-agents worker --agent module:flow`",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        render.say(
+            out,
+            "no --agent, so no worker runs here; start one with "
+            "`dex-agents worker --agent module:flow`",
         )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -951,13 +943,11 @@ def approvals(as_json: bool, target: Target) -> None:
         return
     first = waiting[0]
     limit = " --spend-limit USD" if render.is_budget(first.interrupt) else ""
-    out.print(
-        Text(
-            f"answer one: {prog()} approve {first.session_id} "
-            f"{first.interrupt.interrupt_id}{limit} (or reject ... -m 'why')",
-            style="dim",
-        ),
-        soft_wrap=True,
+    render.say(
+        out,
+        f"answer one: {prog()} approve {first.session_id} "
+        f"{first.interrupt.interrupt_id}{limit} (or reject ... -m 'why')",
+        "dim",
     )
 
 

@@ -462,13 +462,10 @@ def _already(
     """Say how an interrupt was answered before; fail if it was the other way."""
     unused = " (this edit was not applied)" if verdict.edited_input is not None else ""
     if answer is None:
-        out.print(
-            Text(
-                f"{interrupt_id} was already answered; nothing changed{unused} (how: "
-                f"`{prog()} events {session_id}`)",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        render.say(
+            out,
+            f"{interrupt_id} was already answered; nothing changed{unused} (how: "
+            f"`{prog()} events {session_id}`)",
         )
         return 0
     way = "approved with an edit" if answer.edited else "approved"
@@ -479,13 +476,7 @@ def _already(
         if answer.rejection_message:
             way = f"rejected ({answer.rejection_message!r})"
     if answer.approved == verdict.approved:
-        out.print(
-            Text(
-                f"{interrupt_id} was already {way}; nothing changed{unused}",
-                style="yellow",
-            ),
-            soft_wrap=True,
-        )
+        render.say(out, f"{interrupt_id} was already {way}; nothing changed{unused}")
         return 0
     verb = "approve" if verdict.approved else "reject"
     raise ConflictError(

@@ -224,13 +224,10 @@ def _report(
         )
         return
     if turn.status != "cancelled":
-        out.print(
-            Text(
-                f"{name} of session {session_id} ended {turn.status} before the "
-                "cancel applied; nothing was stopped",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        render.say(
+            out,
+            f"{name} of session {session_id} ended {turn.status} before the "
+            "cancel applied; nothing was stopped",
         )
         return
     why = f" (reason: {reason})" if reason else ""

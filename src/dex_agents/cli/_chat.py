@@ -884,24 +884,19 @@ def _ask_limit(out: Console, spent: float, answered: _Answered) -> Decision | No
         except ValueError:
             limit = math.nan
         if not math.isfinite(limit) or limit <= 0:
-            out.print(
-                Text(
-                    f"type a number of USD above {spent:.4f} (e.g. "
-                    f"{max(spent * 2, 0.01):.4g}), r to decline, or /quit to leave "
-                    "it waiting",
-                    "dim",
-                ),
-                soft_wrap=True,
+            render.say(
+                out,
+                f"type a number of USD above {spent:.4f} (e.g. "
+                f"{max(spent * 2, 0.01):.4g}), r to decline, or /quit to leave "
+                "it waiting",
+                "dim",
             )
             continue
         if limit <= spent:
-            out.print(
-                Text(
-                    f"{limit:g} USD is not above the {spent:.4f} USD spent; type a "
-                    "higher limit, or r to decline",
-                    "yellow",
-                ),
-                soft_wrap=True,
+            render.say(
+                out,
+                f"{limit:g} USD is not above the {spent:.4f} USD spent; type a "
+                "higher limit, or r to decline",
             )
             continue
         return Decision(approved=True, new_spend_limit=limit, draft=line)
@@ -923,13 +918,11 @@ def _edit(out: Console, interrupt: Interrupt, draft: str | None) -> Decision | N
         else json.dumps(interrupt.arguments, ensure_ascii=False)
     )
     editor = _line_editor()
-    out.print(
-        Text(
-            "edit the call's whole input as one line of JSON; Enter approves it "
-            "with this input, an empty line goes back",
-            style="dim",
-        ),
-        soft_wrap=True,
+    render.say(
+        out,
+        "edit the call's whole input as one line of JSON; Enter approves it "
+        "with this input, an empty line goes back",
+        "dim",
     )
     while True:
         if editor is None:
@@ -940,23 +933,16 @@ def _edit(out: Console, interrupt: Interrupt, draft: str | None) -> Decision | N
         try:
             parsed: object = json.loads(line, parse_constant=_no_constant)
         except ValueError as err:
-            out.print(
-                Text(
-                    f"not JSON ({err}); fix it, or send an empty line to go back",
-                    "yellow",
-                ),
-                soft_wrap=True,
+            render.say(
+                out, f"not JSON ({err}); fix it, or send an empty line to go back"
             )
             text = line
             continue
         if not isinstance(parsed, dict):
-            out.print(
-                Text(
-                    "the input must be a JSON object ({...}); fix it, or send an "
-                    "empty line to go back",
-                    "yellow",
-                ),
-                soft_wrap=True,
+            render.say(
+                out,
+                "the input must be a JSON object ({...}); fix it, or send an "
+                "empty line to go back",
             )
             text = line
             continue

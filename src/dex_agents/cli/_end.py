@@ -70,13 +70,10 @@ async def _end(
     conn = await connect(target)
     info = await known_session(conn, session_id)
     if not info.running:
-        out.print(
-            Text(
-                f"session {session_id} had already ended (its workflow is "
-                f"{info.status}); nothing changed",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        render.say(
+            out,
+            f"session {session_id} had already ended (its workflow is "
+            f"{info.status}); nothing changed",
         )
         return
     await require_worker(conn.client, info.flow_type, info.task_queue)
@@ -110,13 +107,10 @@ async def _end(
         soft_wrap=True,
     )
     for interrupt in before.pending_interrupts:
-        out.print(
-            Text(
-                f"  rejected the pending approval {interrupt.interrupt_id} "
-                f"({interrupt.tool_name})",
-                style="yellow",
-            ),
-            soft_wrap=True,
+        render.say(
+            out,
+            f"  rejected the pending approval {interrupt.interrupt_id} "
+            f"({interrupt.tool_name})",
         )
     out.print(
         Text(f"its history: dex-agents show {session_id}", style="dim"),

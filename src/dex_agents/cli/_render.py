@@ -139,6 +139,15 @@ def console(*, stderr: bool = False) -> Console:
     return out
 
 
+def say(out: Console, message: str, style: str = "yellow") -> None:
+    """Print `message` in `style` and let the terminal wrap it.
+
+    Rich would break a long line at its width, and a command quoted in it
+    would no longer copy and paste as one line.
+    """
+    out.print(Text(message, style=style), soft_wrap=True)
+
+
 # -- JSON -----------------------------------------------------------------------
 
 
@@ -411,26 +420,22 @@ def print_snapshot(
         command = f"{snapshot.session_id} {interrupt.interrupt_id}"
         if is_budget(interrupt):
             spent = _usd(interrupt.arguments.get("spent_usd"))
-            out.print(
-                Text(
-                    f"  approve: {prog()} approve {command} --spend-limit USD   (a new "
-                    f"limit above the {spent} USD spent; the turn goes on)\n"
-                    f"  decline: {prog()} reject {command}   (the turn fails: spend "
-                    "limit reached)",
-                    style="dim",
-                ),
-                soft_wrap=True,
+            say(
+                out,
+                f"  approve: {prog()} approve {command} --spend-limit USD   (a new "
+                f"limit above the {spent} USD spent; the turn goes on)\n"
+                f"  decline: {prog()} reject {command}   (the turn fails: spend "
+                "limit reached)",
+                "dim",
             )
             continue
-        out.print(
-            Text(
-                f"  approve: {prog()} approve {command}\n"
-                f"  edit:    {prog()} approve {command} --edit "
-                f"{edit_example(interrupt)}\n"
-                f"  reject:  {prog()} reject {command} --message '...'",
-                style="dim",
-            ),
-            soft_wrap=True,
+        say(
+            out,
+            f"  approve: {prog()} approve {command}\n"
+            f"  edit:    {prog()} approve {command} --edit "
+            f"{edit_example(interrupt)}\n"
+            f"  reject:  {prog()} reject {command} --message '...'",
+            "dim",
         )
 
 
