@@ -50,7 +50,7 @@ SKIPPED = {
     "tool, a refund that waits for approval,": "`make test` is the suite this test "
     "runs in; `make demo` runs in the Quickstart",
     "Development: make test          # lint (ruff), types (pyright), every test": (
-        "these run the suite this test runs in, and the 12-minute benchmark"
+        "these run the suite this test runs in, and the 10-minute benchmark"
     ),
 }
 """Blocks that do not run (`heading: first line`), and why, as the README says."""
