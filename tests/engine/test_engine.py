@@ -261,8 +261,8 @@ async def test_start_run_workflow_and_stop(state_dir: Path) -> None:
 async def test_server_reads_its_task_queues_past_the_cluster_rate(
     own_engine: EmbeddedEngine,
 ) -> None:
-    # At Temporal's default of 20 reads a second (one shard here), every workflow
-    # task after an activity waited up to 50 ms for its read: `make bench` fig. 1.
+    # At Temporal's default of 20 reads a second (one shard here), a workflow task
+    # after an activity waited up to 50 ms for its read (`_QUEUE_READ_LIMITS`).
     assert own_engine.pid is not None
     args = Path(f"/proc/{own_engine.pid}/cmdline").read_bytes().split(b"\0")
     for processor in ("transfer", "timer", "visibility"):

@@ -591,7 +591,7 @@ def _print_listing(
         return None
     out = render.console()
     if not rows:
-        out.print(Text(none, style="dim"), soft_wrap=True)
+        render.say(out, none, "dim")
         return None
     out.print(table(rows))
     return out

@@ -445,10 +445,7 @@ async def resolve(
         ),
         soft_wrap=True,
     )
-    out.print(
-        Text(f"follow the turn: {prog()} events {session_id} --follow", style="dim"),
-        soft_wrap=True,
-    )
+    render.say(out, f"follow the turn: {prog()} events {session_id} --follow", "dim")
     return 0
 
 

@@ -144,10 +144,7 @@ async def _cancel(
                 f"(nothing answered within {timeout:g} s; nothing was cancelled)"
             ) from None
         if not applied:
-            out.print(
-                Text(f"nothing to cancel: session {session_id} runs no turn"),
-                soft_wrap=True,
-            )
+            render.say(out, f"nothing to cancel: session {session_id} runs no turn", "")
             return
         async with render.Progress(out, "waiting for the turn to stop"):
             turn = await _stopped(conn, store, session_id, turn_id, timeout)
@@ -238,10 +235,7 @@ def _report(
         soft_wrap=True,
     )
     if turn.final_text:
-        out.print(
-            Text(f"  it had streamed: {render.preview(turn.final_text)}", style="dim"),
-            soft_wrap=True,
-        )
+        render.say(out, f"  it had streamed: {render.preview(turn.final_text)}", "dim")
 
 
 def _ended(session_id: str, status: str) -> CommandError:

@@ -663,7 +663,7 @@ class Chat:
             self._line = ""
 
     def _note(self, text: str, style: str) -> None:
-        self.out.print(Text(text, style=style), soft_wrap=True)
+        render.say(self.out, text, style)
 
 
 def _object(value: object) -> JsonObject:
@@ -926,7 +926,7 @@ def _edit(out: Console, interrupt: Interrupt, draft: str | None) -> Decision | N
     )
     while True:
         if editor is None:
-            out.print(Text(f"  current: {text}", style="dim"), soft_wrap=True)
+            render.say(out, f"  current: {text}", "dim")
         line = _prefilled_input(out, editor, text)
         if not line.strip():
             return None
@@ -1035,4 +1035,4 @@ def _goodbye(chat: Chat) -> None:
             )
         case "idle":
             text = f"bye; come back with `dex-agents chat {sid}`"
-    chat.out.print(Text(text, style="dim"), soft_wrap=True)
+    render.say(chat.out, text, "dim")

@@ -97,10 +97,7 @@ async def _end(
             f"(nothing answered within {timeout:g} s; nothing was ended)"
         ) from None
     if not ended:
-        out.print(
-            Text(f"session {session_id} had already ended; nothing changed", "yellow"),
-            soft_wrap=True,
-        )
+        render.say(out, f"session {session_id} had already ended; nothing changed")
         return
     out.print(
         Text.assemble(("✓ ", "green"), f"ended session {session_id}"),
@@ -112,7 +109,4 @@ async def _end(
             f"  rejected the pending approval {interrupt.interrupt_id} "
             f"({interrupt.tool_name})",
         )
-    out.print(
-        Text(f"its history: dex-agents show {session_id}", style="dim"),
-        soft_wrap=True,
-    )
+    render.say(out, f"its history: dex-agents show {session_id}", "dim")

@@ -413,7 +413,7 @@ def print_snapshot(
         out.print()
         out.print(Text("queued messages", style="bold"))
         for prompt in queued:
-            out.print(Text(f"  you › {prompt}"), soft_wrap=True)
+            say(out, f"  you › {prompt}", "")
     for interrupt in snapshot.pending_interrupts:
         out.print()
         print_interrupt(out, interrupt)
@@ -466,9 +466,9 @@ def print_turn(
     if turn.final_text:
         print_answer(out, turn.final_text)
     if turn.error and turn.status == "cancelled":
-        out.print(Text(f"■ {turn.error}", style="yellow"), soft_wrap=True)
+        say(out, f"■ {turn.error}")
     elif turn.error:
-        out.print(Text(f"✗ turn failed: {turn.error}", style="red"), soft_wrap=True)
+        say(out, f"✗ turn failed: {turn.error}", "red")
 
 
 def print_prompt(out: Console, text: str) -> None:
@@ -550,7 +550,7 @@ def print_tool_record(
         line.append(f": {preview(detail)}")
     out.print(line, soft_wrap=True)
     if record.edit is not None:
-        out.print(Text(f"  {edit_text(record)}", style="yellow"), soft_wrap=True)
+        say(out, f"  {edit_text(record)}")
 
 
 def edit_example(interrupt: Interrupt) -> str:
@@ -603,7 +603,7 @@ def print_interrupt(out: Console, interrupt: Interrupt, *, hint: bool = True) ->
     print_facts(out, rows)
     indent = " " * (4 + max(len(label) for label, _ in rows))
     for line in rest:
-        out.print(Text(f"{indent}{line}"), soft_wrap=True)
+        say(out, f"{indent}{line}", "")
 
 
 # -- events ---------------------------------------------------------------------

@@ -108,23 +108,23 @@ _RECORD_VERSION = 1
 _HOST = "127.0.0.1"
 _UI_PORT_OFFSET = 1000
 """The dev server's own default: the Web UI on the frontend port + 1000."""
-_DISPATCH_RPS = 1000
-_DISPATCH_LIMITS = tuple(
+_QUEUE_READ_RPS = 1000
+_QUEUE_READ_LIMITS = tuple(
     arg
     for processor in ("transfer", "timer", "visibility")
     for arg in (
         "--dynamic-config-value",
-        f"history.{processor}ProcessorMaxPollRPS={_DISPATCH_RPS}",
+        f"history.{processor}ProcessorMaxPollRPS={_QUEUE_READ_RPS}",
     )
 )
 """How often the server may read its internal task queues, per shard and second.
 
 Temporal's default (20) is sized for a cluster of hundreds of shards; the dev
-server has one, so past a short burst every workflow task that follows an
-activity waited for the next of 20 reads a second: 15–35 ms added to each step
-of a turn (measured: an engine-only turn 42 → 23 ms, `make bench` figure 1).
-The readers run when a task is written, never in a loop, so a high cap costs
-nothing while idle.
+server has one, so past a short burst a workflow task that followed an activity
+waited for the next of 20 reads a second: 15–35 ms added to a step of a turn
+(measured with the scripted runner: 42 → 23 ms per turn). The readers run when
+a task is written, and otherwise on a timer of a minute or more, so a high cap
+costs nothing while the server is idle.
 """
 
 _PROBE_TIMEOUT = 5.0
@@ -924,7 +924,7 @@ class EmbeddedEngine:
             "journal_mode=wal",
             "--sqlite-pragma",
             "synchronous=normal",
-            *_DISPATCH_LIMITS,
+            *_QUEUE_READ_LIMITS,
             # The user's `temporal` profile (address, TLS) must not leak in.
             "--disable-config-file",
             "--disable-config-env",
