@@ -15,7 +15,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from ._notification import InterruptNotification, NotificationKind, preview_arguments
-from ._state import Interrupt, SessionState
+from ._state import Interrupt, SessionState, call_fields
 
 
 def interrupt_notification(
@@ -31,15 +31,11 @@ def interrupt_notification(
         kind=kind,
         session_id=session_id,
         flow_type=flow_type,
-        interrupt_id=interrupt.interrupt_id,
+        **call_fields(interrupt),
         turn_id=interrupt.turn_id,
-        tool_call_id=interrupt.tool_call_id,
-        tool_name=interrupt.tool_name,
-        effect=interrupt.effect,
         reason=interrupt.reason,
         arguments_preview=preview_arguments(interrupt.arguments),
         created_at=interrupt.created_at,
-        deadline=interrupt.deadline,
         sent_at=now.isoformat(),
         reminder=interrupt.reminders + 1 if kind == "reminder" else 0,
     )

@@ -16,7 +16,7 @@ each), the pending approvals and fixed-size windows of recent IDs.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Literal, TypedDict
 
 from pydantic import TypeAdapter
 
@@ -80,6 +80,27 @@ class Interrupt:
     expired: bool = False
     """Its deadline passed with no answer (then `approved` is False): an expiry, not
     a person's refusal."""
+
+
+class CallFields(TypedDict):
+    """What names a waiting call wherever it is shown: its event, its notification, the inbox."""
+
+    interrupt_id: str
+    tool_call_id: str
+    tool_name: str
+    effect: ToolEffect
+    deadline: str | None
+
+
+def call_fields(interrupt: Interrupt) -> CallFields:
+    """The `CallFields` of `interrupt`, to build another view of it with `**`."""
+    return {
+        "interrupt_id": interrupt.interrupt_id,
+        "tool_call_id": interrupt.tool_call_id,
+        "tool_name": interrupt.tool_name,
+        "effect": interrupt.effect,
+        "deadline": interrupt.deadline,
+    }
 
 
 @dataclass(kw_only=True)

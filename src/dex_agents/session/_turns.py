@@ -69,6 +69,7 @@ from ._state import (
     Interrupt,
     SessionState,
     TurnStatus,
+    call_fields,
     clip,
     finished_turn,
     migrate_carried_state,
@@ -526,14 +527,10 @@ def _opened(
 ) -> Transition:
     """`interrupt` opens, with the turn `active` waiting for it, and says so."""
     created = InterruptCreatedEvent(
-        interrupt_id=interrupt.interrupt_id,
-        tool_call_id=interrupt.tool_call_id,
-        tool_name=interrupt.tool_name,
+        **call_fields(interrupt),
         arguments=interrupt.arguments,
         arguments_ref=interrupt.arguments_ref,
-        effect=interrupt.effect,
         at_least_once=interrupt.at_least_once,
-        deadline=interrupt.deadline,
         kind=interrupt.kind,
     )
     interrupts = {**state.interrupts, interrupt.interrupt_id: interrupt}

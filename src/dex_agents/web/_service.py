@@ -20,7 +20,7 @@ from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 
 from ..session._events import parsed_time
 from ..session._json import JsonObject
-from ..session._state import SessionStatus, TurnSummary
+from ..session._state import SessionStatus, TurnSummary, call_fields
 from ..stores import RuntimeStore
 from ..stores._cursors import cursor_before_turn
 from ..temporal import SessionClient
@@ -304,15 +304,11 @@ class Service:
             approvals.extend(
                 Approval(
                     session_id=snapshot.session_id,
-                    interrupt_id=i.interrupt_id,
+                    **call_fields(i),
                     turn_id=i.turn_id,
-                    tool_call_id=i.tool_call_id,
-                    tool_name=i.tool_name,
-                    effect=i.effect,
                     arguments=i.arguments,
                     reason=i.reason,
                     created_at=i.created_at,
-                    deadline=i.deadline,
                     age_seconds=_age(i.created_at, now),
                     at_least_once=i.at_least_once,
                     kind=i.kind,
