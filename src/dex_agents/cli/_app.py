@@ -391,6 +391,7 @@ async def _keep_server(engine: EmbeddedEngine, out: Console) -> None:
             out,
             f"the Temporal server on {address} (pid {pid}) is gone; starting it "
             "again on the same address",
+            "yellow",
         )
         try:
             await engine.ensure_running()
@@ -492,6 +493,7 @@ async def _serve(
             out,
             "no --agent, so no worker runs here; start one with "
             "`dex-agents worker --agent module:flow`",
+            "yellow",
         )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -463,6 +463,7 @@ def _already(
             out,
             f"{interrupt_id} was already answered; nothing changed{unused} (how: "
             f"`{prog()} events {session_id}`)",
+            "yellow",
         )
         return 0
     way = "approved with an edit" if answer.edited else "approved"
@@ -473,7 +474,9 @@ def _already(
         if answer.rejection_message:
             way = f"rejected ({answer.rejection_message!r})"
     if answer.approved == verdict.approved:
-        render.say(out, f"{interrupt_id} was already {way}; nothing changed{unused}")
+        render.say(
+            out, f"{interrupt_id} was already {way}; nothing changed{unused}", "yellow"
+        )
         return 0
     verb = "approve" if verdict.approved else "reject"
     raise ConflictError(

@@ -144,7 +144,7 @@ async def _cancel(
                 f"(nothing answered within {timeout:g} s; nothing was cancelled)"
             ) from None
         if not applied:
-            render.say(out, f"nothing to cancel: session {session_id} runs no turn", "")
+            render.say(out, f"nothing to cancel: session {session_id} runs no turn")
             return
         async with render.Progress(out, "waiting for the turn to stop"):
             turn = await _stopped(conn, store, session_id, turn_id, timeout)
@@ -225,6 +225,7 @@ def _report(
             out,
             f"{name} of session {session_id} ended {turn.status} before the "
             "cancel applied; nothing was stopped",
+            "yellow",
         )
         return
     why = f" (reason: {reason})" if reason else ""

@@ -897,6 +897,7 @@ def _ask_limit(out: Console, spent: float, answered: _Answered) -> Decision | No
                 out,
                 f"{limit:g} USD is not above the {spent:.4f} USD spent; type a "
                 "higher limit, or r to decline",
+                "yellow",
             )
             continue
         return Decision(approved=True, new_spend_limit=limit, draft=line)
@@ -934,7 +935,9 @@ def _edit(out: Console, interrupt: Interrupt, draft: str | None) -> Decision | N
             parsed: object = json.loads(line, parse_constant=_no_constant)
         except ValueError as err:
             render.say(
-                out, f"not JSON ({err}); fix it, or send an empty line to go back"
+                out,
+                f"not JSON ({err}); fix it, or send an empty line to go back",
+                "yellow",
             )
             text = line
             continue
@@ -943,6 +946,7 @@ def _edit(out: Console, interrupt: Interrupt, draft: str | None) -> Decision | N
                 out,
                 "the input must be a JSON object ({...}); fix it, or send an "
                 "empty line to go back",
+                "yellow",
             )
             text = line
             continue

@@ -74,6 +74,7 @@ async def _end(
             out,
             f"session {session_id} had already ended (its workflow is "
             f"{info.status}); nothing changed",
+            "yellow",
         )
         return
     await require_worker(conn.client, info.flow_type, info.task_queue)
@@ -97,7 +98,9 @@ async def _end(
             f"(nothing answered within {timeout:g} s; nothing was ended)"
         ) from None
     if not ended:
-        render.say(out, f"session {session_id} had already ended; nothing changed")
+        render.say(
+            out, f"session {session_id} had already ended; nothing changed", "yellow"
+        )
         return
     out.print(
         Text.assemble(("✓ ", "green"), f"ended session {session_id}"),
@@ -108,5 +111,6 @@ async def _end(
             out,
             f"  rejected the pending approval {interrupt.interrupt_id} "
             f"({interrupt.tool_name})",
+            "yellow",
         )
     render.say(out, f"its history: dex-agents show {session_id}", "dim")

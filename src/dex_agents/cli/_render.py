@@ -139,7 +139,7 @@ def console(*, stderr: bool = False) -> Console:
     return out
 
 
-def say(out: Console, message: str, style: str = "yellow") -> None:
+def say(out: Console, message: str, style: str = "") -> None:
     """Print `message` in `style` and let the terminal wrap it.
 
     Rich would break a long line at its width, and a command quoted in it
@@ -413,7 +413,7 @@ def print_snapshot(
         out.print()
         out.print(Text("queued messages", style="bold"))
         for prompt in queued:
-            say(out, f"  you › {prompt}", "")
+            say(out, f"  you › {prompt}")
     for interrupt in snapshot.pending_interrupts:
         out.print()
         print_interrupt(out, interrupt)
@@ -466,7 +466,7 @@ def print_turn(
     if turn.final_text:
         print_answer(out, turn.final_text)
     if turn.error and turn.status == "cancelled":
-        say(out, f"■ {turn.error}")
+        say(out, f"■ {turn.error}", "yellow")
     elif turn.error:
         say(out, f"✗ turn failed: {turn.error}", "red")
 
@@ -550,7 +550,7 @@ def print_tool_record(
         line.append(f": {preview(detail)}")
     out.print(line, soft_wrap=True)
     if record.edit is not None:
-        say(out, f"  {edit_text(record)}")
+        say(out, f"  {edit_text(record)}", "yellow")
 
 
 def edit_example(interrupt: Interrupt) -> str:
@@ -603,7 +603,7 @@ def print_interrupt(out: Console, interrupt: Interrupt, *, hint: bool = True) ->
     print_facts(out, rows)
     indent = " " * (4 + max(len(label) for label, _ in rows))
     for line in rest:
-        say(out, f"{indent}{line}", "")
+        say(out, f"{indent}{line}")
 
 
 # -- events ---------------------------------------------------------------------
