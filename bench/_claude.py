@@ -37,6 +37,7 @@ from claude_agent_sdk import (
     tool,
 )
 from temporalio.api.enums.v1 import EventType
+from temporalio.api.history.v1 import HistoryEvent
 
 from dex_agents import AgentSessionOptions, ToolPolicy
 from dex_agents.claude import (
@@ -141,6 +142,19 @@ class TurnPhases:
     """Then: the Update's answer, the snapshot Query and the transcript read."""
     runner: float
     """Inside the activity: `ClaudeAgentRunner.run_model` alone."""
+
+
+_OF_AN_ACTIVITY = {
+    EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED,
+    EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED,
+}
+
+
+def _scheduled_id(event: HistoryEvent) -> int:
+    """The scheduled event an activity's started or completed event belongs to."""
+    if event.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED:
+        return event.activity_task_started_event_attributes.scheduled_event_id
+    return event.activity_task_completed_event_attributes.scheduled_event_id
 
 
 class _NoTranscript:
@@ -302,11 +316,20 @@ class ClaudeBench:
     ) -> TurnPhases:
         handle = self.rig.client.get_workflow_handle(session_id)
         times: dict[int, float] = {}
+        segments: set[int] = set()  # the scheduled events of `run_model` Steps
+        run_model = f"{self.flow.flow_type}.run_model"
         async for event in handle.fetch_history_events():
-            # The last event of each type wins: this turn's, in a one-turn session.
-            times[event.event_type] = event.event_time.ToDatetime(
-                tzinfo=datetime.UTC
-            ).timestamp()
+            kind = event.event_type
+            if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
+                name = event.activity_task_scheduled_event_attributes.activity_type.name
+                if name != run_model:
+                    continue
+                segments.add(event.event_id)
+            elif kind in _OF_AN_ACTIVITY and _scheduled_id(event) not in segments:
+                continue
+            # The last event of each type wins: this turn's, in a one-turn session
+            # (the segment's, not a publish's after the answer).
+            times[kind] = event.event_time.ToDatetime(tzinfo=datetime.UTC).timestamp()
         activity_started = times[EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
         activity_done = times[EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
         idle = times[EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED]
