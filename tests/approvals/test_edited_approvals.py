@@ -10,6 +10,7 @@ from temporalio.client import Client
 
 from dex_agents import InvalidArgumentError, InvalidEditError
 from dex_agents.temporal import create_worker
+from support.history import settled_history_length
 from support.session_harness import Harness, ledger_session
 
 pytestmark = pytest.mark.timeout(120)
@@ -99,8 +100,7 @@ async def test_wrong_edit_arguments_are_refused_before_anything_is_sent(
 ) -> None:
     sid = "edit-refund-bad-arguments"
     interrupt_id = await _waiting(harness, sid, 'call create_refund {"orderId": "7"}')
-    handle = harness.sessions.client.get_workflow_handle(sid)
-    before = len([e async for e in handle.fetch_history_events()])
+    before = await settled_history_length(harness.sessions.client, sid)
 
     for edited, approved in [
         ({"orderId": "8"}, False),
@@ -118,7 +118,7 @@ async def test_wrong_edit_arguments_are_refused_before_anything_is_sent(
             )
         assert caught.value.argument == "edited_input"
 
-    after = len([e async for e in handle.fetch_history_events()])
+    after = await settled_history_length(harness.sessions.client, sid)
     assert after == before
     assert (await harness.sessions.snapshot(sid)).status == "waiting_for_approval"
 

@@ -78,16 +78,13 @@ async def test_record_histories(
             sid = f"replay-{name}-{os.getpid()}"
             await sessions.start(sid)
             for prompt in prompts:
+                await sessions.send_user_message(sid, prompt)
                 if "pause held" in prompt:
-                    await sessions.send_user_message(sid, prompt)
                     async with asyncio.timeout(30):
                         while not (gates / "held.reached").exists():
                             await asyncio.sleep(0.02)
                     await sessions.cancel_turn(sid, reason="recorded")
-                    snap = await sessions.wait_for_idle(sid)
-                else:
-                    # An Update in flight as the turn ends, as applications wait.
-                    snap = await sessions.send_and_wait(sid, prompt)
+                snap = await sessions.wait_for_idle(sid)
                 for interrupt in snap.pending_interrupts:
                     await _answer(sessions, name, sid, interrupt)
                     await sessions.wait_for_idle(sid)

@@ -23,6 +23,7 @@ from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
+from support.history import settled_history_length
 from support.session_harness import ledger_config
 
 CARRIED_LIMIT = 64 * 1024
@@ -147,21 +148,6 @@ async def test_3_mb_and_20_mb_messages_are_answered_whole_and_history_stays_smal
     assert big == []
 
 
-async def _settled_history_length(client: Client, session_id: str) -> int:
-    """The history's length once no workflow task is pending.
-
-    An idle session may still complete its last workflow task (the one that
-    answered `wait_for_idle`) a moment later; its events are not the refused
-    message's.
-    """
-    handle = client.get_workflow_handle(session_id)
-    while True:
-        description = await handle.describe()
-        if not description.raw_description.HasField("pending_workflow_task"):
-            return description.history_length
-        await asyncio.sleep(0.01)
-
-
 async def test_a_message_over_the_maximum_names_the_limit_and_writes_nothing(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
@@ -171,11 +157,11 @@ async def test_a_message_over_the_maximum_names_the_limit_and_writes_nothing(
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message="say before")
         before = await sessions.wait_for_idle(sid)
-        length = await _settled_history_length(client, sid)
+        length = await settled_history_length(client, sid)
         with pytest.raises(UserError) as refused:
             await sessions.send_user_message(sid, text)
         after = await sessions.snapshot(sid)
-        after_length = await _settled_history_length(client, sid)
+        after_length = await settled_history_length(client, sid)
     ref = blob_reference("msg", text.encode())
     with pytest.raises(KeyError):
         await store.get_blob(sid, ref.blob_id)
@@ -257,6 +243,7 @@ async def test_waiting_on_an_idle_session_adds_no_history(
     async with create_worker(client, [flow], store=store):
         await sessions.start(sid, initial_message="say hi")
         await sessions.wait_for_idle(sid)
+        await settled_history_length(client, sid)
         before = (await handle.describe()).raw_description.workflow_execution_info
         for _ in range(5):
             snap = await sessions.wait_for_idle(sid)

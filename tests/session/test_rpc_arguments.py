@@ -35,6 +35,7 @@ from dex_agents import (
 from dex_agents.temporal import SessionClient
 from dex_agents.temporal._arguments import INVALID_ARGUMENT, MAX_ID_BYTES
 from dex_agents.temporal._client import _update_errors  # pyright: ignore[reportPrivateUsage]
+from support.history import settled_history_length
 from support.session_harness import Harness
 
 # A module mark: pytest-timeout reads the limit before fixtures run.
@@ -213,17 +214,6 @@ async def _refusal(
     return None
 
 
-async def _history_length(client: Client, sid: str) -> int:
-    """The session's history length once it has no task or activity in flight."""
-    handle = client.get_workflow_handle(sid)
-    async with asyncio.timeout(30):
-        while True:
-            raw = (await handle.describe()).raw_description
-            if not raw.HasField("pending_workflow_task") and not raw.pending_activities:
-                return raw.workflow_execution_info.history_length
-            await asyncio.sleep(0.05)
-
-
 async def _waiting_session(harness: Harness) -> tuple[str, str]:
     """A session waiting for the approval of one call: its ID and the interrupt's."""
     sid = harness.session_id()
@@ -241,7 +231,7 @@ async def test_wrong_arguments_raise_invalid_argument_errors_and_write_nothing(
 ) -> None:
     sessions = harness.sessions
     sid, iid = await _waiting_session(harness)
-    length = await _history_length(client, sid)
+    length = await settled_history_length(client, sid)
     events = len(await sessions.events(sid))
     loop = asyncio.get_running_loop()
     refused: list[tuple[str, str]] = []
@@ -258,7 +248,7 @@ async def test_wrong_arguments_raise_invalid_argument_errors_and_write_nothing(
             assert err.argument == argument, (rpc, value, err)
             assert f"`{argument}" in str(err), str(err)
             assert len(str(err)) < 600, "the message shows a bounded value"
-            assert _on_loop(loop, _history_length(client, sid)) == length, (
+            assert _on_loop(loop, settled_history_length(client, sid)) == length, (
                 f"{rpc}({argument}={value!r}) wrote history"
             )
 
@@ -272,7 +262,7 @@ async def test_wrong_arguments_raise_invalid_argument_errors_and_write_nothing(
             await asyncio.to_thread(check_argument, rpc, argument, valid, bad)
 
     assert len(refused) == sum(len(arguments) for arguments in rpcs.values()) == 37
-    assert await _history_length(client, sid) == length
+    assert await settled_history_length(client, sid) == length
     assert len(await sessions.events(sid)) == events
     snapshot = await sessions.snapshot(sid)
     assert [i.interrupt_id for i in snapshot.pending_interrupts] == [iid]
@@ -285,7 +275,7 @@ async def test_a_string_for_approved_is_refused_not_read_as_a_rejection(
 ) -> None:
     sessions = harness.sessions
     sid, iid = await _waiting_session(harness)
-    length = await _history_length(client, sid)
+    length = await settled_history_length(client, sid)
     for value in ["false", "true", 0, 1, None, {"approved": False}]:
         with pytest.raises(
             InvalidArgumentError, match="`approved` must be True or False"
@@ -297,7 +287,7 @@ async def test_a_string_for_approved_is_refused_not_read_as_a_rejection(
         assert caught.value.argument == "interrupt_id"
     with pytest.raises(InvalidArgumentError, match="lone surrogate '\\\\ud800'"):
         await sessions.send_user_message(sid, "hi \ud800")
-    assert await _history_length(client, sid) == length
+    assert await settled_history_length(client, sid) == length
     # The call still waits, and a bool decides it.
     assert await sessions.resolve_interrupt(sid, iid, approved=True)
     done = await sessions.wait_for_idle(sid, timeout=30)
@@ -362,7 +352,7 @@ async def test_an_update_past_the_client_is_refused_by_the_validator(
     """A raw Update (as `temporal workflow update` sends) with a string flag writes nothing."""
     sid, iid = await _waiting_session(harness)
     handle = client.get_workflow_handle(sid)
-    length = await _history_length(client, sid)
+    length = await settled_history_length(client, sid)
     loop = asyncio.get_running_loop()
 
     async def raw(update: str, argument: dict[str, Any]) -> WorkflowUpdateFailedError:
@@ -401,7 +391,7 @@ async def test_an_update_past_the_client_is_refused_by_the_validator(
         assert isinstance(err.cause, ApplicationError), err
 
     await asyncio.to_thread(refused)
-    assert await _history_length(client, sid) == length
+    assert await settled_history_length(client, sid) == length
     snapshot = await harness.sessions.snapshot(sid)
     assert [i.interrupt_id for i in snapshot.pending_interrupts] == [iid]
     # A real bool still passes the validator.

@@ -58,52 +58,6 @@ async def test_send_and_wait_answers_the_turn_in_one_update(
     ]
 
 
-async def test_send_and_wait_answers_before_its_turn_is_published(
-    harness: Harness, client: Client
-) -> None:
-    """The Update's answer leaves with the task that ends the turn; the write follows.
-
-    A local activity would hold that workflow task open until the projection
-    was written: the answer would wait for it (a marker before the answer).
-    """
-    sid = harness.session_id()
-    await harness.sessions.start(sid)
-    snap = await harness.sessions.send_and_wait(sid, "say answered first")
-    assert snap.turns[-1].final_text == "said: answered first"
-    history = await client.get_workflow_handle(sid).fetch_history()
-    kinds = [e.event_type for e in history.events]
-    # The last Update to complete: `send_and_wait` (`describe` started the session).
-    answered = max(
-        i
-        for i, k in enumerate(kinds)
-        if k == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_COMPLETED
-    )
-    (publish,) = [
-        e
-        for e in history.events[: answered + 1]
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
-        and e.activity_task_scheduled_event_attributes.activity_type.name.endswith(
-            ".publish"
-        )
-    ]
-    completed = [
-        e.event_id
-        for e in history.events
-        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED
-        and e.activity_task_completed_event_attributes.scheduled_event_id
-        == publish.event_id
-    ]
-    assert completed and completed[0] > history.events[answered].event_id
-    # No local activity's marker (an older worker's publish) before the answer.
-    assert (
-        EventType.EVENT_TYPE_MARKER_RECORDED not in kinds[publish.event_id : answered]
-    )
-    # The turn reaches the store all the same.
-    async with asyncio.timeout(10):
-        while not await harness.store.read_turns(sid, limit=1):
-            await asyncio.sleep(0.01)
-
-
 async def test_send_and_wait_returns_when_the_turn_waits_for_approval(
     harness: Harness,
 ) -> None:

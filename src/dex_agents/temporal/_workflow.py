@@ -105,9 +105,6 @@ _ERROR_TYPES: dict[_turns.RefusalReason, str] = {
 """The failure type clients match on for each refusal of a validator."""
 NOTIFY_LIMIT = timedelta(seconds=30)
 """Limit for one attempt of a notification Step (a receiver's answer)."""
-PUBLISH_LIMIT = timedelta(seconds=60)
-"""Limit for a publish run as an activity, queueing included: with no worker
-taking it, the session goes on and the next publish carries its turns."""
 
 # Patches, one per change to workflow logic since the first release (0.1.0).
 _PATCH_RECORD_ATTEMPTS = "tool-record-attempts"
@@ -120,8 +117,6 @@ _PATCH_NOTIFY = "notify-interrupts"
 """Approvals are told to `on_interrupt` (new, reminded, expired)."""
 _PATCH_HOT_RESUME = "hot-resume"
 """A resumed segment goes to the worker that holds it parked (`hot_resume_window`)."""
-_PATCH_ANSWER_FIRST = "answer-before-publish"
-"""A publish an RPC waits on runs as an activity after the answer, not a local one before."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -853,21 +848,12 @@ class AgentSessionWorkflow:
             first_seq=first_seq,
         )
         try:
-            if self._answers_first():
-                await workflow.execute_activity(
-                    self.names.publish,
-                    publish,
-                    start_to_close_timeout=timedelta(seconds=10),
-                    schedule_to_close_timeout=PUBLISH_LIMIT,
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                )
-            else:
-                await workflow.execute_local_activity(
-                    self.names.publish,
-                    publish,
-                    start_to_close_timeout=timedelta(seconds=10),
-                    retry_policy=RetryPolicy(maximum_attempts=3),
-                )
+            await workflow.execute_local_activity(
+                self.names.publish,
+                publish,
+                start_to_close_timeout=timedelta(seconds=10),
+                retry_policy=RetryPolicy(maximum_attempts=3),
+            )
             published = len(publish.finished)
             self.state = replace(
                 self.state, unpublished=self.state.unpublished[published:]
@@ -878,23 +864,6 @@ class AgentSessionWorkflow:
             workflow.logger.warning(
                 "could not publish the snapshot of %s", self.state.session_id
             )
-
-    def _answers_first(self) -> bool:
-        """Whether this publish runs after the answer of an RPC that waits on it.
-
-        A local activity holds its workflow task open until it ends, and with it
-        the answer of every Update that task completes: a `send_and_wait` whose
-        turn just ended waited for the projection's write (about 10 ms: the
-        activation, the write, a second activation). A publish that leaves the
-        session idle, waiting or ended while an RPC is in flight runs as an
-        ordinary activity instead, so the task that answers completes at once
-        and the write follows it. The answer does not need the write: it
-        carries the live snapshot (ended turns included until published), and
-        the caller reads the transcript, which the segment already wrote.
-        """
-        if workflow.all_handlers_finished() or session_status(self.state) == "running":
-            return False
-        return workflow.patched(_PATCH_ANSWER_FIRST)
 
     # ----- helpers ------------------------------------------------------------
 
