@@ -17,6 +17,7 @@ from typing import Any
 
 from . import _stats
 from ._claude import READ, SAY, ClaudeBench, TurnPhases, WriteTiming
+from ._procs import count_cli_processes
 from ._report import Row
 from ._rig import Rig
 
@@ -34,12 +35,25 @@ async def _alternate(
     order = list(sides)
     for round_ in range(runs):
         for name in order if round_ % 2 == 0 else reversed(order):
+            await _quiet()
             times[name].append(await sides[name]())
         rig.progress.log(
             f"{label}: round {round_ + 1}/{runs} "
             + ", ".join(f"{n} {times[n][-1]:.3f} s" for n in order)
         )
     return times
+
+
+async def _quiet(timeout: float = 30) -> None:
+    """Wait (untimed) until no CLI of an earlier run is still alive.
+
+    A durable segment returns at its CLI's result and the CLI exits after
+    (`_EXIT_DELAY` in `dex_agents.claude._segment`): that exit must not land
+    in the next side's run, whichever side it is.
+    """
+    async with asyncio.timeout(timeout):
+        while count_cli_processes():
+            await asyncio.sleep(0.005)
 
 
 def _ratio_row(

@@ -416,22 +416,27 @@ async def with_recent_turns(
     """Fill in the `turns` most recent turns and their messages from the store."""
     if store is None:
         return snapshot
-    snapshot.pending_interrupts = [
-        await _whole_arguments(store, snapshot.session_id, i)
-        for i in snapshot.pending_interrupts
-    ]
+    session_id = snapshot.session_id
+    # Independent reads, so side by side: a store may serve them at once.
+    interrupts = asyncio.gather(
+        *(_whole_arguments(store, session_id, i) for i in snapshot.pending_interrupts)
+    )
     if turns <= 0:
+        snapshot.pending_interrupts = list(await interrupts)
         return snapshot
+    whole, stored, messages = await asyncio.gather(
+        interrupts,
+        store.read_turns(session_id, limit=turns),
+        store.read_transcript(session_id, snapshot.transcript_head, max_segments=turns),
+    )
+    snapshot.pending_interrupts = list(whole)
     # The live turns (the active one, any ended turn still being published) win
     # over the store's copies; the newest `turns` of both, oldest first.
-    stored = await store.read_turns(snapshot.session_id, limit=turns)
     merged = {t.turn_id: t for t in map(_turn_json.validate_python, stored)}
     merged.update((t.turn_id, t) for t in snapshot.turns)
     snapshot.turns = sorted(merged.values(), key=lambda t: turn_number(t.turn_id))
     snapshot.turns = snapshot.turns[-turns:]
-    snapshot.messages = await store.read_transcript(
-        snapshot.session_id, snapshot.transcript_head, max_segments=turns
-    )
+    snapshot.messages = messages
     return snapshot
 
 
