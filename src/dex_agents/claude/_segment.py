@@ -65,7 +65,7 @@ from ._usage import SegmentObserver, cumulative_cost
 _SHUTDOWN_SECONDS = 10.0
 """How long a cancelled attempt waits for the SDK to wind down after the kill."""
 _EXIT_DELAY = 0.1
-"""Seconds a CLI that answered keeps its input open before it is told to exit.
+"""Seconds a CLI that ended its turn keeps its input open before it is told to exit.
 
 Its exit (about 40 ms of its own work, in a process session the scheduler
 gives as large a share of the CPU as the worker's and the server's) would
@@ -73,7 +73,8 @@ overlap the 20-30 ms in which the worker and Temporal carry the segment's
 result to the session's answer. Put off, it runs after them: result → the
 client's answer went from 30-33 ms to 21-22 ms (30 turns each, side by side,
 on 2 cores). The CLI idles meanwhile, and nothing it writes after its result
-is kept (see `ClaudeTranscriptStore.seal`).
+is kept (see `ClaudeTranscriptStore.seal`). A CLI that deferred a call exits at
+once: its session is about to wait, and holds no process while it does.
 """
 BUDGET_SUBTYPE = "error_max_budget_usd"
 """The result subtype of a CLI that stopped at its `--max-budget-usd` (CLI 2.1.327:
@@ -372,10 +373,13 @@ class Segment:
                 self._observe(message)
                 if isinstance(message, ResultMessage):
                     result = message
-                    if message.is_error:
-                        result_seen.set()  # the SDK raises once the CLI exited
-                    else:
+                    if not message.is_error:
                         answered.set_result(message)
+                    if message.is_error or _defers(message):
+                        # An error: the SDK raises once the CLI exited. A deferral:
+                        # the session will wait, and holds no process meanwhile.
+                        result_seen.set()
+                    else:
                         asyncio.get_running_loop().call_later(
                             _EXIT_DELAY, result_seen.set
                         )
@@ -504,7 +508,7 @@ class Segment:
         metadata = self._observer.metadata(result, self._setup.options.model)
         # A resumed call that defers again ends with stop_reason "tool_deferred"
         # and no terminal_reason (CLI 2.1.327).
-        if "tool_deferred" not in (result.terminal_reason, result.stop_reason):
+        if not _defers(result):
             return TurnCompleted(
                 messages=messages,
                 final_text=without_system_reminders(result.result or ""),
@@ -561,6 +565,11 @@ def _finish_in_background(
     _SHUTTING_DOWN.add(task)
     task.add_done_callback(_SHUTTING_DOWN.discard)
     return task
+
+
+def _defers(result: ResultMessage) -> bool:
+    """Whether the CLI's result is a deferral (CLI 2.1.327: either field says so)."""
+    return "tool_deferred" in (result.terminal_reason, result.stop_reason)
 
 
 def _retrieve(task: asyncio.Task[ResultMessage]) -> None:
