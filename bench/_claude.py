@@ -54,6 +54,7 @@ from dex_agents.session import (
 )
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal._workflow import ActivityNames
 
 from ._procs import count_cli_processes, rss_mb
 from ._rig import BenchError, Rig
@@ -317,7 +318,7 @@ class ClaudeBench:
         handle = self.rig.client.get_workflow_handle(session_id)
         times: dict[int, float] = {}
         segments: set[int] = set()  # the scheduled events of `run_model` Steps
-        run_model = f"{self.flow.flow_type}.run_model"
+        run_model = ActivityNames.for_flow(self.flow.flow_type).run_model
         async for event in handle.fetch_history_events():
             kind = event.event_type
             if kind == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED:
@@ -328,7 +329,7 @@ class ClaudeBench:
             elif kind in _OF_AN_ACTIVITY and _scheduled_id(event) not in segments:
                 continue
             # The last event of each type wins: this turn's, in a one-turn session
-            # (the segment's, not a publish's after the answer).
+            # (of activities, the segment's: not a notification's or a tool's).
             times[kind] = event.event_time.ToDatetime(tzinfo=datetime.UTC).timestamp()
         activity_started = times[EventType.EVENT_TYPE_ACTIVITY_TASK_STARTED]
         activity_done = times[EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED]
@@ -402,7 +403,7 @@ class ClaudeBench:
         if not cold:
             pid = await self.parks.wait(session_id)
             parked_rss = rss_mb(pid)
-        clis = count_cli_processes()
+        clis = await _settled_cli_count(at_most=0 if cold else 1)
         thinking = time.monotonic() - waiting
         (interrupt,) = snapshot.pending_interrupts
         if not await sessions.resolve_interrupt(
@@ -433,6 +434,18 @@ class ClaudeBench:
         if len(self.clock.refunds_started) != refunds + 1:
             raise BenchError("the plain refund handler did not run exactly once")
         return elapsed
+
+
+async def _settled_cli_count(at_most: int, timeout: float = 5) -> int:
+    """The CLIs alive while a session waits, once the deferring one's exit is over.
+
+    The deferring segment returns at its CLI's result and the CLI exits just
+    after (about 40 ms): counted at the answer, it would be counted as held.
+    """
+    deadline = time.monotonic() + timeout
+    while (count := count_cli_processes()) > at_most and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    return count
 
 
 def _check_answer(prompt: str, answer: str, lookups: int) -> None:

@@ -7,15 +7,23 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from dex_agents._errors import SessionError
-from dex_agents.claude import _process
+from dex_agents.claude import _process, _segment
+from dex_agents.session import ToolCall
+from dex_agents.session._records import ToolRecord
 from support import TESTS_DIR
-from support.claude_harness import Hermetic, Ledger, SessionDriver, runner_for
+from support.claude_harness import (
+    Approval,
+    Hermetic,
+    Ledger,
+    SessionDriver,
+    runner_for,
+)
 from support.processes import cli_processes_in
 
 LAUNCHERS = ["util-linux", "python"]
@@ -81,6 +89,32 @@ async def test_a_cancelled_attempt_kills_the_cli(
         assert await wait_until_gone(cwd) == []
     finally:
         hermetic.api.open_gate("g1")
+
+
+async def test_a_cli_that_ended_its_turn_exits_after_the_delay_one_that_deferred_at_once(
+    hermetic: Hermetic, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The exit of a CLI that ended its turn waits `_EXIT_DELAY`; a deferral's does not."""
+    monkeypatch.setattr(_segment, "_EXIT_DELAY", 8.0)
+    cwd = hermetic.base / "cwd"
+    driver = SessionDriver(runner_for(hermetic, Ledger()))
+    at_decision: list[list[int]] = []
+    settle = driver.settle
+
+    async def settle_once_exited(
+        turn_id: str, step: int, call: ToolCall, decide: Callable[[ToolCall], Approval]
+    ) -> ToolRecord:
+        # The deferring segment returned; its CLI exits well before the delay.
+        at_decision.append(await wait_until_gone(cwd, timeout=4))
+        return await settle(turn_id, step, call, decide)
+
+    monkeypatch.setattr(driver, "settle", settle_once_exited)
+    result = await driver.turn('dex-script: call create_refund {"orderId": "7"}')
+    assert at_decision == [[]]
+    assert result.completed.final_text
+    # The resumed segment returned at its result; its CLI waits out the delay.
+    assert cli_processes_in(cwd), "the CLI that ended the turn should still run"
+    assert await wait_until_gone(cwd, timeout=20) == []
 
 
 WORKER = textwrap.dedent(

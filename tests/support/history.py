@@ -12,10 +12,10 @@ async def settled_history_length(
 ) -> int:
     """The history's length once no workflow task and no activity is pending.
 
-    A session answers an RPC before the work that follows the answer ends (the
-    publish of a turn just answered, its workflow task): counting before then
-    would count that work as the next call's. A condition, waited for with a
-    deadline.
+    An RPC's answer may come before the session's last workflow task is
+    recorded as completed, and a notification Step may still run: counting
+    before then would count their events as the next call's. A condition,
+    waited for with a deadline.
     """
     handle = client.get_workflow_handle(session_id)
     async with asyncio.timeout(timeout):

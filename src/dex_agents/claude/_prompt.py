@@ -5,8 +5,9 @@ never reached a CLI, oldest first: earlier prompts and turn-failure notes of a
 failed turn, then this turn's prompt. A prompt with images adds one Claude image
 block per image after its text, in reference order (see `_images`). A resumed segment sends nothing (CLI
 2.1.327 resumes the pending deferral on its own; a `content: []` message would
-start a second turn), but its input stays open until the result arrives, or the
-SDK could not answer the CLI's hook and tool requests.
+start a second turn), but its input stays open until the result arrives (and, for a
+result that ends the turn, `_EXIT_DELAY` in `_segment` longer), or the SDK could
+not answer the CLI's hook and tool requests.
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def content_message(content: Sequence[JsonObject]) -> dict[str, Any]:
 async def prompt_stream(
     message: dict[str, Any] | None, result_seen: asyncio.Event
 ) -> AsyncIterator[dict[str, Any]]:
-    """Yield `message` (or nothing), then hold the CLI's input open until the result.
+    """Yield `message` (or nothing), then hold the CLI's input open until `result_seen`.
+
+    The segment sets `result_seen` at an error or a deferral, and `_EXIT_DELAY`
+    after a result that ends the turn.
 
     An iterable that ended at once would make the SDK close the CLI's input
     before the resumed call ran: CLI 2.1.327 then cannot reach the custom tool

@@ -348,8 +348,9 @@ class Segment:
             consumer.cancel()
             raise
         if not consumer.done():
-            # The CLI answered; what is left is its shutdown (about 40 ms), whose
-            # entries the session does not keep (see `ClaudeTranscriptStore.seal`).
+            # The CLI answered; what is left is its shutdown (`_EXIT_DELAY` idle
+            # after a turn's end, then about 40 ms of exit), whose entries the
+            # session does not keep (see `ClaudeTranscriptStore.seal`).
             return answered.result(), consumer
         group.kill()
         return consumer.result(), None

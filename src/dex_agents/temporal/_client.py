@@ -417,19 +417,31 @@ async def with_recent_turns(
     if store is None:
         return snapshot
     session_id = snapshot.session_id
-    # Independent reads, so side by side: a store may serve them at once.
-    interrupts = asyncio.gather(
-        *(_whole_arguments(store, session_id, i) for i in snapshot.pending_interrupts)
-    )
+
+    async def interrupts() -> list[Interrupt]:
+        return [
+            await _whole_arguments(store, session_id, i)
+            for i in snapshot.pending_interrupts
+        ]
+
     if turns <= 0:
-        snapshot.pending_interrupts = list(await interrupts)
+        snapshot.pending_interrupts = await interrupts()
         return snapshot
+    # Three independent reads, side by side: a store may serve them at once. All
+    # end before this returns, and the first to fail, in this order, is raised.
     whole, stored, messages = await asyncio.gather(
-        interrupts,
+        interrupts(),
         store.read_turns(session_id, limit=turns),
         store.read_transcript(session_id, snapshot.transcript_head, max_segments=turns),
+        return_exceptions=True,
     )
-    snapshot.pending_interrupts = list(whole)
+    if isinstance(whole, BaseException):
+        raise whole
+    if isinstance(stored, BaseException):
+        raise stored
+    if isinstance(messages, BaseException):
+        raise messages
+    snapshot.pending_interrupts = whole
     # The live turns (the active one, any ended turn still being published) win
     # over the store's copies; the newest `turns` of both, oldest first.
     merged = {t.turn_id: t for t in map(_turn_json.validate_python, stored)}
