@@ -56,7 +56,7 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.temporal._workflow import ActivityNames
 
-from ._procs import count_cli_processes, rss_mb
+from ._procs import rss_mb, settled_cli_count
 from ._rig import BenchError, Rig
 
 SAY = "dex-script: say hi"
@@ -403,7 +403,7 @@ class ClaudeBench:
         if not cold:
             pid = await self.parks.wait(session_id)
             parked_rss = rss_mb(pid)
-        clis = await _settled_cli_count(at_most=0 if cold else 1)
+        clis = await settled_cli_count(at_most=0 if cold else 1, timeout=5)
         thinking = time.monotonic() - waiting
         (interrupt,) = snapshot.pending_interrupts
         if not await sessions.resolve_interrupt(
@@ -434,18 +434,6 @@ class ClaudeBench:
         if len(self.clock.refunds_started) != refunds + 1:
             raise BenchError("the plain refund handler did not run exactly once")
         return elapsed
-
-
-async def _settled_cli_count(at_most: int, timeout: float = 5) -> int:
-    """The CLIs alive while a session waits, once the deferring one's exit is over.
-
-    The deferring segment returns at its CLI's result and the CLI exits just
-    after (about 40 ms): counted at the answer, it would be counted as held.
-    """
-    deadline = time.monotonic() + timeout
-    while (count := count_cli_processes()) > at_most and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
-    return count
 
 
 def _check_answer(prompt: str, answer: str, lookups: int) -> None:

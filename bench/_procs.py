@@ -8,8 +8,10 @@ machine may run other programs with the same binaries.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -62,4 +64,17 @@ def count_cli_processes() -> int:
         with contextlib.suppress(OSError):
             if Path(f"/proc/{pid}/exe").resolve(strict=True) == target:
                 count += 1
+    return count
+
+
+async def settled_cli_count(at_most: int, timeout: float) -> int:
+    """The CLIs alive below this process once at most `at_most` are, or at `timeout`.
+
+    A segment returns at its CLI's result and the CLI exits just after
+    (`_EXIT_DELAY` in `dex_agents.claude._segment`): counted at once, an exiting
+    CLI would count as held.
+    """
+    deadline = time.monotonic() + timeout
+    while (count := count_cli_processes()) > at_most and time.monotonic() < deadline:
+        await asyncio.sleep(0.005)
     return count

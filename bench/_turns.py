@@ -17,9 +17,9 @@ from typing import Any
 
 from . import _stats
 from ._claude import READ, SAY, ClaudeBench, TurnPhases, WriteTiming
-from ._procs import count_cli_processes
+from ._procs import settled_cli_count
 from ._report import Row
-from ._rig import Rig
+from ._rig import BenchError, Rig
 
 CONCURRENCY = 8
 
@@ -44,16 +44,11 @@ async def _alternate(
     return times
 
 
-async def _quiet(timeout: float = 30) -> None:
-    """Wait (untimed) until no CLI of an earlier run is still alive.
-
-    A durable segment returns at its CLI's result and the CLI exits after
-    (`_EXIT_DELAY` in `dex_agents.claude._segment`): that exit must not land
-    in the next side's run, whichever side it is.
-    """
-    async with asyncio.timeout(timeout):
-        while count_cli_processes():
-            await asyncio.sleep(0.005)
+async def _quiet() -> None:
+    """Wait (untimed) until no CLI of an earlier run is alive: its exit must not
+    land in the next side's run, whichever side it is."""
+    if left := await settled_cli_count(at_most=0, timeout=30):
+        raise BenchError(f"{left} Claude Code CLI(s) still alive 30 s after a run")
 
 
 def _ratio_row(
