@@ -27,13 +27,15 @@ pytestmark = pytest.mark.timeout(180)
 HOT = Path(__file__).parents[1] / "histories" / "hot"
 REFUND = 'dex-script: call create_refund {"orderId": "7"}'
 _LABEL = os.environ.get("DEX_AGENTS_RECORD_HISTORIES", "")
+_PATCH_MARKER = "core_patch"
+"""The marker name Temporal gives a `workflow.patched()` answer."""
 
 
 def _patches(history: WorkflowHistory) -> list[str]:
     """The patch IDs the history's markers record."""
     found: list[str] = []
     for event in history.events:
-        if event.HasField("marker_recorded_event_attributes"):
+        if event.marker_recorded_event_attributes.marker_name == _PATCH_MARKER:
             for payload in event.marker_recorded_event_attributes.details[
                 "patch-data"
             ].payloads:
@@ -41,6 +43,30 @@ def _patches(history: WorkflowHistory) -> list[str]:
                 if isinstance(patch, str) and patch not in found:
                     found.append(patch)
     return found
+
+
+def _marked_in_first_task(history: WorkflowHistory) -> bool:
+    """Whether the history's one patch marker is a command of its first workflow task."""
+    completed = [
+        e.event_id
+        for e in history.events
+        if e.HasField("workflow_task_completed_event_attributes")
+    ]
+    markers = [
+        e.event_id
+        for e in history.events
+        if e.marker_recorded_event_attributes.marker_name == _PATCH_MARKER
+    ]
+    return len(markers) == 1 and completed[0] < markers[0] < completed[1]
+
+
+def _parked_queues(history: WorkflowHistory, flow_queue: str) -> set[str]:
+    """The task queues, other than the flow's, that the history sent Steps to."""
+    return {
+        event.activity_task_scheduled_event_attributes.task_queue.name
+        for event in history.events
+        if event.HasField("activity_task_scheduled_event_attributes")
+    } - {flow_queue}
 
 
 async def _replays(history: WorkflowHistory, tmp_path: Path) -> None:
@@ -74,7 +100,11 @@ async def test_hot_resumed_sessions_replay(
             await sessions.wait_for_idle(sid)
             history = await client.get_workflow_handle(sid).fetch_history()
             text = history.to_json()
-            assert "hot-resume" in _patches(history)  # it took the new path
+            # It took the new path: the run began patched, and its resumed
+            # segment went to the parking worker's own queue.
+            assert _patches(history) == ["patches-at-start"]
+            assert _marked_in_first_task(history)
+            assert _parked_queues(history, flow.task_queue)
             recorded[name] = history
             if _LABEL:
                 HOT.mkdir(parents=True, exist_ok=True)

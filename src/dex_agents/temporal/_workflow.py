@@ -117,6 +117,18 @@ _PATCH_NOTIFY = "notify-interrupts"
 """Approvals are told to `on_interrupt` (new, reminded, expired)."""
 _PATCH_HOT_RESUME = "hot-resume"
 """A resumed segment goes to the worker that holds it parked (`hot_resume_window`)."""
+_PATCH_AT_START = "patches-at-start"
+"""The run asks this one patch as it starts, and a yes stands for every patch above.
+
+A patch marks the history (and Temporal upserts the `TemporalChangeVersion`
+search attribute) the first time a run asks it, so each patch asked on a
+turn's path added two events and a visibility write to a new session's first
+turns. A run started on this release or later answers every patch above from
+this one marker, written in its first workflow task; a run started before it
+(no marker at its start) asks each patch where it always did, so its history
+replays unchanged. A patch added after this one is asked with
+`workflow.patched()` as before.
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,6 +185,12 @@ class AgentSessionWorkflow:
         """Notification Steps in flight: a run waits for them before it closes."""
         self._parked: Parked | None = None
         """Where the resumed segment of the last deferral waits parked, if it does."""
+        self._patched_at_start = workflow.patched(_PATCH_AT_START)
+        """Whether the patches before `_PATCH_AT_START` hold for this run (see it)."""
+
+    def _patched(self, patch_id: str) -> bool:
+        """`workflow.patched(patch_id)`, answered at once in a run that began patched."""
+        return self._patched_at_start or workflow.patched(patch_id)
 
     # ----- RPCs ---------------------------------------------------------------
 
@@ -485,7 +503,7 @@ class AgentSessionWorkflow:
                 continue  # the session ended instead of continuing as new
             if self.state.active is None:
                 self._start_turn()
-                if not workflow.patched(_PATCH_NO_START_PUBLISH):
+                if not self._patched(_PATCH_NO_START_PUBLISH):
                     await self._publish()
             await self._drive()
 
@@ -536,7 +554,7 @@ class AgentSessionWorkflow:
 
     def _budget_pauses(self) -> bool:
         """Whether a spent budget pauses the turn (asked only once it is spent)."""
-        return not _turns.budget_spent(self.state, self.options) or workflow.patched(
+        return not _turns.budget_spent(self.state, self.options) or self._patched(
             _PATCH_BUDGET_PAUSE
         )
 
@@ -641,7 +659,7 @@ class AgentSessionWorkflow:
         if (
             outcome.kind == "tool_calls_requested"
             and outcome.parked_on is not None
-            and workflow.patched(_PATCH_HOT_RESUME)
+            and self._patched(_PATCH_HOT_RESUME)
         ):
             self._parked = Parked(
                 queue=outcome.parked_on,
@@ -700,12 +718,12 @@ class AgentSessionWorkflow:
                 timeout=step.timeout,
                 attempts=step.attempts,
             )
-            counted = workflow.patched(_PATCH_RECORD_ATTEMPTS)
+            counted = self._patched(_PATCH_RECORD_ATTEMPTS)
             recorded = out.recorded_in(
                 self.state, attempts=out.attempt if counted else 0
             )
         except ActivityError as err:
-            counted = workflow.patched(_PATCH_RECORD_ATTEMPTS)
+            counted = self._patched(_PATCH_RECORD_ATTEMPTS)
             attempts = _failed_attempts(err, step.attempts) if counted else 0
             recorded = _turns.record_unknown_outcome(
                 self.state, error=_failure_text(err), attempts=attempts
@@ -788,7 +806,7 @@ class AgentSessionWorkflow:
 
     def _notifies(self) -> bool:
         """Whether this session sends notifications (a patch: none before 0.2)."""
-        return self.options.on_interrupt is not None and workflow.patched(_PATCH_NOTIFY)
+        return self.options.on_interrupt is not None and self._patched(_PATCH_NOTIFY)
 
     def _notify(self, kind: NotificationKind, interrupt_id: str) -> None:
         """Start the notification Step of `interrupt_id`; the session does not wait for it.
