@@ -1,53 +1,65 @@
-"""Blobs, the turn log and bounded transcript reads: costs, sizes and broken stores."""
+"""Blobs, the turn log and bounded transcript reads: costs, sizes and broken stores.
+
+The tests taking `backend` or `any_backend` run on SQLite and PostgreSQL (and memory).
+"""
 
 import asyncio
 import contextlib
+import json
 import sqlite3
 from pathlib import Path
+from typing import Any, LiteralString, cast
 
 import pytest
 
 from dex_agents import UserError
 from dex_agents.session import StoredMessage
 from dex_agents.session._json import JsonObject
-from dex_agents.stores import RuntimeStore, SQLiteRuntimeStore
 from dex_agents.stores._memory import InMemoryRuntimeStore
+from dex_agents.stores._postgres import _chain
 from dex_agents.stores._protocols import BlobConflictError
 from dex_agents.stores._sqlite import _CHAIN
-from dex_agents.testing import run_runtime_store_conformance
+from support.store_backends import Backend, assert_conformance_catches, msg
+
+# PostgreSQL writes a segment per round trip: a shorter chain keeps its run short.
+_CHAIN_LENGTH = {"sqlite": 3000, "postgres": 1000}
 
 
-def _msg(text: str) -> StoredMessage:
-    return StoredMessage(role="assistant", text=text, item={"kind": "test"})
-
-
-async def test_sqlite_reads_the_tail_of_3000_segments_and_the_newest_turns(
-    tmp_path: Path,
+async def test_the_tail_of_a_long_chain_reads_only_its_segments(
+    backend: Backend,
 ) -> None:
-    path = tmp_path / "runtime.sqlite"
-    store = await SQLiteRuntimeStore.open(path)
+    n = _CHAIN_LENGTH[backend.kind]
+    store = await backend.open()
     try:
         parent: str | None = None
-        for i in range(1, 3001):
-            await store.put_segment("s1", f"seg-{i}", parent, [_msg(f"m{i}")])
+        for i in range(1, n + 1):
+            await store.put_segment("s1", f"seg-{i}", parent, [msg(f"m{i}")])
             parent = f"seg-{i}"
-        for i in range(1, 3001):
+        for i in range(1, n + 1):
             await store.put_turn("s1", i, {"turn": i})
 
-        tail = await store.read_transcript("s1", "seg-3000", max_segments=3)
-        assert [m.text for m in tail] == ["m2998", "m2999", "m3000"]
-        whole = await store.read_transcript("s1", "seg-3000")
-        assert [m.text for m in whole] == [f"m{i}" for i in range(1, 3001)]
+        tail = await store.read_transcript("s1", f"seg-{n}", max_segments=3)
+        assert [m.text for m in tail] == [f"m{n - 2}", f"m{n - 1}", f"m{n}"]
+        whole = await store.read_transcript("s1", f"seg-{n}")
+        assert [m.text for m in whole] == [f"m{i}" for i in range(1, n + 1)]
 
         turns = await store.read_turns("s1", limit=5)
-        assert [t["turn"] for t in turns] == [3000, 2999, 2998, 2997, 2996]
+        assert [t["turn"] for t in turns] == [n, n - 1, n - 2, n - 3, n - 4]
         page = await store.read_turns("s1", before=10, limit=5)
         assert [t["turn"] for t in page] == [9, 8, 7, 6, 5]
-        assert await store.count_turns("s1") == 3000
+        assert await store.count_turns("s1") == n
     finally:
         await store.close()
 
-    # The recursion itself stops after N segments: count SQLite's VM steps.
+    # The recursion itself stops after N segments; each backend shows it its own way.
+    if backend.kind == "sqlite":
+        _sqlite_chain_steps_stop_at_the_tail(Path(backend.location), n)
+    else:
+        await _postgres_chain_rows_stop_at_the_tail(backend, n)
+
+
+def _sqlite_chain_steps_stop_at_the_tail(path: Path, n: int) -> None:
+    """Count SQLite's VM steps, and check the turn page uses the index."""
     with contextlib.closing(sqlite3.connect(path)) as conn:
 
         def steps(max_segments: int | None) -> tuple[int, int]:
@@ -62,7 +74,7 @@ async def test_sqlite_reads_the_tail_of_3000_segments_and_the_newest_turns(
             try:
                 params = {
                     "session_id": "s1",
-                    "head_id": "seg-3000",
+                    "head_id": f"seg-{n}",
                     "max_segments": max_segments,
                 }
                 rows = conn.execute(_CHAIN, params).fetchall()
@@ -72,7 +84,7 @@ async def test_sqlite_reads_the_tail_of_3000_segments_and_the_newest_turns(
 
         tail_rows, tail_steps = steps(3)
         whole_rows, whole_steps = steps(None)
-        assert (tail_rows, whole_rows) == (3, 3000)
+        assert (tail_rows, whole_rows) == (3, n)
         assert tail_steps * 100 < whole_steps, (tail_steps, whole_steps)
 
         plan = conn.execute(
@@ -84,13 +96,59 @@ async def test_sqlite_reads_the_tail_of_3000_segments_and_the_newest_turns(
         assert "number<?" in details and "TEMP B-TREE" not in details, details
 
 
-@pytest.mark.parametrize("kind", ["memory", "sqlite"])
-async def test_a_40_mb_blob_round_trips(tmp_path: Path, kind: str) -> None:
-    store: RuntimeStore = (
-        InMemoryRuntimeStore()
-        if kind == "memory"
-        else await SQLiteRuntimeStore.open(tmp_path / "runtime.sqlite")
-    )
+async def _postgres_chain_rows_stop_at_the_tail(backend: Backend, n: int) -> None:
+    """Delete an old segment, then read the store's own query's EXPLAIN ANALYZE."""
+    import psycopg
+    from psycopg import sql
+
+    # Only a read that walked as far as seg-10 would miss it.
+    async with await psycopg.AsyncConnection.connect(
+        backend.location, autocommit=True
+    ) as conn:
+        await conn.execute(
+            sql.SQL("DELETE FROM {} WHERE segment_id = 'seg-10'").format(
+                sql.Identifier(f"{backend.prefix}segments")
+            )
+        )
+    store = await backend.open()
+    try:
+        tail = await store.read_transcript("s1", f"seg-{n}", max_segments=n - 10)
+        assert len(tail) == n - 10 and tail[0].text == "m11"
+        with pytest.raises(KeyError, match="seg-10"):
+            await store.read_transcript("s1", f"seg-{n}", max_segments=n - 9)
+    finally:
+        await store.close()
+
+    # The recursion produces N rows, not the whole chain's.
+    async with await psycopg.AsyncConnection.connect(
+        backend.location, autocommit=True
+    ) as conn:
+        for limit, rows in ((3, 3), (None, n - 10)):  # seg-10 is gone
+            cur = await conn.execute(
+                cast(
+                    LiteralString,
+                    f"EXPLAIN (ANALYZE, FORMAT JSON) {_chain(backend.prefix)}",
+                ),
+                {"s": "s1", "h": f"seg-{n}", "n": limit},
+            )
+            row = await cur.fetchone()
+            assert row is not None
+            plan: Any = row[0] if isinstance(row[0], list) else json.loads(row[0])
+            assert plan[0]["Plan"]["Actual Rows"] == rows
+            recursion = _nodes(plan[0]["Plan"], "Recursive Union")
+            assert [node["Actual Rows"] for node in recursion] == [rows]
+
+
+def _nodes(plan: dict[str, Any], node_type: str) -> list[dict[str, Any]]:
+    """Every node of `node_type` in an EXPLAIN (FORMAT JSON) plan tree."""
+    found = [plan] if plan.get("Node Type") == node_type else []
+    for child in plan.get("Plans", []):
+        found.extend(_nodes(child, node_type))
+    return found
+
+
+async def test_a_40_mb_blob_round_trips(any_backend: Backend) -> None:
+    store = await any_backend.open()
     data = bytes(range(256)) * (40 * 1024 * 1024 // 256) + b"tail"
     try:
         await store.put_blob("s1", "big", data)
@@ -111,30 +169,31 @@ async def test_the_memory_store_keeps_its_own_copy_of_a_bytearray() -> None:
     assert await store.get_blob("s1", "b") == b"original"
 
 
-async def test_a_looping_chain_fails_within_max_segments(tmp_path: Path) -> None:
-    for store in (InMemoryRuntimeStore(), SQLiteRuntimeStore(tmp_path / "x.sqlite")):
-        try:
-            await store.put_segment("s1", "a", "b", [_msg("a")])
-            await store.put_segment("s1", "b", "a", [_msg("b")])
-            await store.put_segment("s1", "self", "self", [_msg("self")])
-            for head, max_segments in (("a", 3), ("a", 1000), ("self", 2)):
+async def test_a_looping_chain_fails_within_max_segments(any_backend: Backend) -> None:
+    # Only corrupt parent links loop: each segment names a parent written later.
+    store = any_backend.lazy()
+    try:
+        await store.put_segment("s1", "a", "b", [msg("a")])
+        await store.put_segment("s1", "b", "a", [msg("b")])
+        await store.put_segment("s1", "self", "self", [msg("self")])
+        for head in ("a", "self"):
+            for max_segments in (2 if head == "self" else 3, 1000, None):
                 with pytest.raises(ValueError, match="loops"):
-                    async with asyncio.timeout(5):
+                    async with asyncio.timeout(5):  # fails instead of hanging
                         await store.read_transcript(
                             "s1", head, max_segments=max_segments
                         )
-            # Cut before it loops, the chain is simply its newest segments.
-            tail = await store.read_transcript("s1", "a", max_segments=2)
-            assert [m.text for m in tail] == ["b", "a"]
-        finally:
-            await store.close()
+        # Cut before it loops, the chain is simply its newest segments.
+        tail = await store.read_transcript("s1", "a", max_segments=2)
+        assert [m.text for m in tail] == ["b", "a"]
+    finally:
+        await store.close()
 
 
-async def test_a_sqlite_file_from_before_blobs_and_turns_gains_their_tables(
-    tmp_path: Path,
-) -> None:
-    path = tmp_path / "old.sqlite"
-    with contextlib.closing(sqlite3.connect(path)) as conn:
+async def _sqlite_file_from_before_blobs_and_turns(
+    backend: Backend,
+) -> list[StoredMessage]:
+    with contextlib.closing(sqlite3.connect(backend.location)) as conn:
         conn.execute(
             "CREATE TABLE segments (session_id TEXT NOT NULL, segment_id TEXT NOT"
             " NULL, parent_id TEXT, body TEXT NOT NULL, created_at REAL NOT NULL,"
@@ -142,9 +201,46 @@ async def test_a_sqlite_file_from_before_blobs_and_turns_gains_their_tables(
         )
         conn.execute("INSERT INTO segments VALUES ('s1', 'root', NULL, '[]', 0)")
         conn.commit()
-    store = await SQLiteRuntimeStore.open(path)
+    return []
+
+
+async def _postgres_tables_from_before_blobs_and_turns(
+    backend: Backend,
+) -> list[StoredMessage]:
+    import psycopg
+    from psycopg import sql
+
+    first = await backend.open()
+    await first.put_segment("s1", "root", None, [msg("kept")])
+    await first.close()
+    async with await psycopg.AsyncConnection.connect(
+        backend.location, autocommit=True
+    ) as conn:
+        await conn.execute(
+            sql.SQL("DROP TABLE {}, {}").format(
+                sql.Identifier(f"{backend.prefix}blobs"),
+                sql.Identifier(f"{backend.prefix}turns"),
+            )
+        )
+    return [msg("kept")]
+
+
+# Each backend's tables as a release before blobs and turns left them, with the
+# transcript of their one segment, "root".
+_OLD_TABLES = {
+    "sqlite": _sqlite_file_from_before_blobs_and_turns,
+    "postgres": _postgres_tables_from_before_blobs_and_turns,
+}
+
+
+async def test_tables_from_before_blobs_and_turns_gain_them_on_open(
+    backend: Backend,
+) -> None:
+    kept = await _OLD_TABLES[backend.kind](backend)
+    store = await backend.open()
     try:
-        assert await store.read_transcript("s1", "root", max_segments=1) == []
+        assert await store.read_transcript("s1", "root", max_segments=1) == kept
+        assert await store.read_transcript("s1", "root") == kept
         await store.put_turn("s1", 1, {"turn": 1})
         await store.put_blob("s1", "b", b"x")
         assert await store.read_turns("s1") == [{"turn": 1}]
@@ -234,8 +330,4 @@ class _NewestFirstTailStore(InMemoryRuntimeStore):
 async def test_conformance_catches_broken_blob_turn_and_tail_stores(
     store_type: type[InMemoryRuntimeStore], rule: str
 ) -> None:
-    async def make() -> RuntimeStore:
-        return store_type()
-
-    with pytest.raises(AssertionError, match=rule):
-        await run_runtime_store_conformance(make, follow_deadline=0.5)
+    await assert_conformance_catches(store_type, rule)

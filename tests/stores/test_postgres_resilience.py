@@ -11,20 +11,8 @@ from psycopg import sql
 
 from dex_agents import UserError
 from dex_agents.postgres import PostgresRuntimeStore
-from dex_agents.session._events import EventRecord
 from dex_agents.testing._postgres_server import PostgresTestServer
-
-
-def _event(session_id: str, seq: int) -> EventRecord:
-    return EventRecord(
-        session_id=session_id,
-        turn_id="turn-1",
-        step_execution_id="step",
-        attempt=1,
-        seq=seq,
-        type="text_delta",
-        data={"text": str(seq)},
-    )
+from support.store_backends import text_event
 
 
 def _database(server: PostgresTestServer) -> tuple[str, str]:
@@ -45,7 +33,7 @@ async def test_calls_after_a_server_restart_reconnect_instead_of_failing(
             server.restart()
             for _ in range(12):
                 assert await store.get_snapshot("s1") == {"version": 1}
-            assert await store.append_events([_event("s1", 1)]) == [1]
+            assert await store.append_events([text_event("s1", 1)]) == [1]
         finally:
             await store.close()
 
@@ -63,7 +51,7 @@ async def test_concurrent_appends_work_under_a_stricter_default_isolation(
     store = await PostgresRuntimeStore.open(dsn)
     try:
         batches = await asyncio.gather(
-            *(store.append_events([_event("s1", i)]) for i in range(30))
+            *(store.append_events([text_event("s1", i)]) for i in range(30))
         )
     finally:
         await store.close()
@@ -97,7 +85,7 @@ async def test_a_role_without_create_uses_tables_that_exist_and_is_told_when_the
     store = await PostgresRuntimeStore.open(app_dsn)
     try:
         await store.put_snapshot("s1", {"version": 1})
-        assert await store.append_events([_event("s1", 1)]) == [1]
+        assert await store.append_events([text_event("s1", 1)]) == [1]
         assert await store.get_snapshot("s1") == {"version": 1}
     finally:
         await store.close()

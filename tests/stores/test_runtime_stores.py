@@ -4,25 +4,32 @@ import sqlite3
 import sys
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
-from uuid import uuid4
 
 import pytest
 
+from dex_agents import UserError
 from dex_agents.session import StoredMessage
 from dex_agents.session._events import EventRecord
 from dex_agents.session._json import JsonObject
-from dex_agents.stores import RuntimeStore, SQLiteRuntimeStore
+from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.stores._memory import InMemoryRuntimeStore
 from dex_agents.stores._protocols import SegmentConflictError
 from dex_agents.testing import run_runtime_store_conformance
+from support.store_backends import Backend, assert_conformance_catches, text_event
 
 _WRITER = """
 import asyncio, sys
 from dex_agents.session._events import EventRecord
-from dex_agents.stores import SQLiteRuntimeStore
 
-async def main(path: str, writer: str, count: int) -> None:
-    store = await SQLiteRuntimeStore.open(path)
+async def open_store(kind: str, location: str, prefix: str):
+    if kind == "postgres":
+        from dex_agents.postgres import PostgresRuntimeStore
+        return await PostgresRuntimeStore.open(location, table_prefix=prefix)
+    from dex_agents.stores import SQLiteRuntimeStore
+    return await SQLiteRuntimeStore.open(location)
+
+async def main(kind: str, location: str, prefix: str, writer: str, count: int) -> None:
+    store = await open_store(kind, location, prefix)
     try:
         for seq in range(count):
             event = EventRecord(
@@ -33,22 +40,12 @@ async def main(path: str, writer: str, count: int) -> None:
     finally:
         await store.close()
 
-asyncio.run(main(sys.argv[1], sys.argv[2], int(sys.argv[3])))
+asyncio.run(main(*sys.argv[1:5], int(sys.argv[5])))
 """
 
 
-async def test_in_memory_store_conforms() -> None:
-    async def make() -> RuntimeStore:
-        return InMemoryRuntimeStore()
-
-    await run_runtime_store_conformance(make)
-
-
-async def test_sqlite_store_conforms(tmp_path: Path) -> None:
-    async def make() -> RuntimeStore:
-        return await SQLiteRuntimeStore.open(tmp_path / f"{uuid4()}.sqlite")
-
-    await run_runtime_store_conformance(make)
+async def test_store_conforms(any_backend: Backend) -> None:
+    await run_runtime_store_conformance(any_backend.open_fresh)
 
 
 async def test_sqlite_store_uses_wal_and_creates_parent_directories(
@@ -62,24 +59,24 @@ async def test_sqlite_store_uses_wal_and_creates_parent_directories(
     assert mode == "wal"
 
 
-async def test_sqlite_store_data_survives_reopen(tmp_path: Path) -> None:
-    path = tmp_path / "runtime.sqlite"
-    store = SQLiteRuntimeStore(path)  # lazy: the first call creates the file
+async def test_data_survives_a_new_store_on_the_same_location(backend: Backend) -> None:
+    store = backend.lazy()  # lazy: the first call creates the file or the tables
     await store.put_snapshot("s1", {"version": 1})
-    await store.append_events([_event("s1", 0)])
+    await store.append_events([text_event("s1", 0)])
     await store.close()
 
-    reopened = await SQLiteRuntimeStore.open(path)
+    reopened = await backend.open()
     try:
         assert await reopened.get_snapshot("s1") == {"version": 1}
-        assert await reopened.append_events([_event("s1", 1)]) == [2]
+        assert await reopened.append_events([text_event("s1", 1)]) == [2]
     finally:
         await reopened.close()
 
 
-async def test_follow_sees_events_written_by_other_processes(tmp_path: Path) -> None:
-    path = tmp_path / "runtime.sqlite"
-    follower = await SQLiteRuntimeStore.open(path)
+async def test_writer_processes_get_dense_cursors_while_another_follows(
+    backend: Backend,
+) -> None:
+    follower = await backend.open()
     count = 60
     received: list[EventRecord] = []
 
@@ -91,9 +88,10 @@ async def test_follow_sees_events_written_by_other_processes(tmp_path: Path) -> 
 
     task = asyncio.create_task(follow())
     # Two writer processes contend for the cursor allocation while we follow.
+    args = (backend.kind, backend.location, backend.prefix)
     writers = [
         await asyncio.create_subprocess_exec(
-            sys.executable, "-c", _WRITER, str(path), name, str(count)
+            sys.executable, "-c", _WRITER, *args, name, str(count)
         )
         for name in ("w1", "w2")
     ]
@@ -117,12 +115,14 @@ async def test_follow_sees_events_written_by_other_processes(tmp_path: Path) -> 
         assert seqs == list(range(count)), f"{name}'s events arrive in append order"
 
 
-async def test_sqlite_concurrent_appends_get_unique_cursors(tmp_path: Path) -> None:
-    store = await SQLiteRuntimeStore.open(tmp_path / "runtime.sqlite")
+async def test_concurrent_appends_of_one_process_get_consecutive_cursors(
+    backend: Backend,
+) -> None:
+    store = await backend.open()
     try:
         batches = await asyncio.gather(
             *(
-                store.append_events([_event("s1", i), _event("s1", i)])
+                store.append_events([text_event("s1", i), text_event("s1", i)])
                 for i in range(40)
             )
         )
@@ -170,49 +170,23 @@ class _DeafFollowerStore(InMemoryRuntimeStore):
 async def test_conformance_catches_broken_stores(
     store_type: type[InMemoryRuntimeStore], rule: str
 ) -> None:
-    async def make() -> RuntimeStore:
-        return store_type()
-
-    with pytest.raises(AssertionError, match=rule):
-        await run_runtime_store_conformance(make, follow_deadline=0.5)
+    await assert_conformance_catches(store_type, rule)
 
 
-async def test_a_looping_chain_fails_instead_of_hanging(tmp_path: Path) -> None:
-    # Only corrupt parent links loop: each segment names a parent written later.
-    for store in (InMemoryRuntimeStore(), SQLiteRuntimeStore(tmp_path / "x.sqlite")):
-        try:
-            await store.put_segment("s1", "a", "b", [])
-            await store.put_segment("s1", "b", "a", [])
-            await store.put_segment("s1", "self", "self", [])
-            for head in ("a", "self"):
-                with pytest.raises(ValueError, match="loops"):
-                    async with asyncio.timeout(5):
-                        await store.read_transcript("s1", head)
-        finally:
-            await store.close()
-
-
-async def test_closed_store_refuses_calls(tmp_path: Path) -> None:
-    for store in (InMemoryRuntimeStore(), SQLiteRuntimeStore(tmp_path / "x.sqlite")):
+async def test_closed_store_refuses_calls(any_backend: Backend) -> None:
+    # One store never used before it is closed, one opened and used.
+    used = await any_backend.open()
+    await used.put_segment("s1", "root", None, [])
+    for store in (any_backend.lazy(), used):
         await store.close()
         await store.close()  # idempotent
-        with pytest.raises(Exception, match="closed"):
+        with pytest.raises(UserError, match="closed"):
             await store.read_events("s1")
+        with pytest.raises(UserError, match="closed"):
+            await store.get_snapshot("s1")
 
 
 async def test_snapshot_version_must_be_an_int() -> None:
     store = InMemoryRuntimeStore()
     with pytest.raises(Exception, match="version"):
         await store.put_snapshot("s1", {"version": "2"})
-
-
-def _event(session_id: str, seq: int) -> EventRecord:
-    return EventRecord(
-        session_id=session_id,
-        turn_id="t",
-        step_execution_id="s",
-        attempt=1,
-        seq=seq,
-        type="text_delta",
-        data={},
-    )
