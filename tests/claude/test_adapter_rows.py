@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from claude_agent_sdk import (
-    AssistantMessage,
     ClaudeAgentOptions,
     DeferredToolUse,
     ResultMessage,
-    SystemMessage,
-    TextBlock,
     ToolResultBlock,
     UserMessage,
     create_sdk_mcp_server,
@@ -37,7 +35,6 @@ from dex_agents.claude._pending_call import PendingCall
 from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.claude._segment import Segment, SegmentSetup
 from dex_agents.claude._transcript import ClaudeTranscriptStore
-from dex_agents.claude._usage import SegmentObserver
 from dex_agents.connectors import ConnectorToolSource
 from dex_agents.session import (
     AgentSessionOptions,
@@ -61,6 +58,7 @@ from support.claude_harness import (
     bash,
     fake_options,
 )
+from support.claude_steps import fallback_segment
 from support.cli_argv_recorder import flag_value, recorded_runs, recording_cli
 from support.fake_cli import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV
 
@@ -430,31 +428,7 @@ def test_row156_main_conversation_fallback_keeps_request_model_drops_response_mo
     None
 ):
     """Row 156: two models without a subagent: init model requested, no response model."""
-    observer = SegmentObserver()
-    for message in (
-        SystemMessage(subtype="init", data={"model": "claude-opus"}),
-        AssistantMessage(
-            content=[TextBlock(text="a")], model="claude-opus-dated", message_id="m1"
-        ),
-        AssistantMessage(
-            content=[TextBlock(text="b")],
-            model="claude-sonnet-fallback",
-            message_id="m2",
-        ),
-    ):
-        observer.observe(message)
-    result = ResultMessage(
-        subtype="success",
-        duration_ms=1,
-        duration_api_ms=1,
-        is_error=False,
-        num_turns=1,
-        session_id="s",
-        model_usage={
-            "claude-opus": {"provider": "firstParty"},  # pyright: ignore[reportArgumentType]
-            "claude-sonnet-fallback": {"provider": "firstParty"},  # pyright: ignore[reportArgumentType]
-        },
-    )
+    observer, result = fallback_segment(first_answer_model="claude-opus-dated")
     assert observer.metadata(result, "opus") == ModelCallMetadata(
         request_model="claude-opus", response_model=None, provider_name="anthropic"
     )
@@ -560,6 +534,28 @@ def local_transcripts(config_dir: Path) -> list[Path]:
     return sorted((config_dir / "projects").rglob("*.jsonl"))
 
 
+async def say_refund_recall_without_local_transcripts(
+    driver: SessionDriver,
+    ledger: Ledger,
+    config_dir: Path,
+    decide: Callable[[ToolCall], bool],
+    *,
+    cli: str,
+) -> None:
+    """Say hi, refund (approved by `decide`) and recall, deleting the `cli`'s
+    projects under `config_dir` after each turn: the recall holds both prompts."""
+    first = await driver.turn("dex-script: say hi")
+    assert first.text == "said: hi"
+    assert local_transcripts(config_dir), f"the {cli} wrote no local transcript"
+    shutil.rmtree(config_dir / "projects")
+    refund = await driver.turn(REFUND, decide=decide)
+    assert refund.text == "done: refunded 7"
+    assert ledger.refunds == [{"orderId": "7"}]
+    shutil.rmtree(config_dir / "projects", ignore_errors=True)
+    recalled = await driver.turn("dex-script: recall")
+    assert recalled.text == f"recalled:\ndex-script: say hi\n{REFUND}"
+
+
 async def test_row203_resume_without_the_local_transcript_fake_cli(
     tmp_path: Path,
 ) -> None:
@@ -567,10 +563,6 @@ async def test_row203_resume_without_the_local_transcript_fake_cli(
     config_dir = Path(os.environ["CLAUDE_CONFIG_DIR"])
     ledger = Ledger()
     driver = SessionDriver(refund_runner(tmp_path, ledger))
-    first = await driver.turn("dex-script: say hi")
-    assert first.text == "said: hi"
-    assert local_transcripts(config_dir), "the fake CLI wrote no local transcript"
-    shutil.rmtree(config_dir / "projects")
 
     def decide(call: ToolCall) -> bool:
         # Between the deferring and the resumed segment: a resumed session runs
@@ -579,12 +571,9 @@ async def test_row203_resume_without_the_local_transcript_fake_cli(
         shutil.rmtree(config_dir / "projects")
         return True
 
-    refund = await driver.turn(REFUND, decide=decide)
-    assert refund.text == "done: refunded 7"
-    assert ledger.refunds == [{"orderId": "7"}]
-    shutil.rmtree(config_dir / "projects", ignore_errors=True)
-    recalled = await driver.turn("dex-script: recall")
-    assert recalled.text == f"recalled:\ndex-script: say hi\n{REFUND}"
+    await say_refund_recall_without_local_transcripts(
+        driver, ledger, config_dir, decide, cli="fake CLI"
+    )
 
 
 async def test_row203_resume_without_the_local_transcript_real_cli(
@@ -604,18 +593,11 @@ async def test_row203_resume_without_the_local_transcript_real_cli(
             )
         )
     )
-    first = await driver.turn("dex-script: say hi")
-    assert first.text == "said: hi"
-    assert local_transcripts(config_dir), "the CLI wrote no local transcript"
-    shutil.rmtree(config_dir / "projects")
 
     def decide(call: ToolCall) -> bool:
         shutil.rmtree(config_dir / "projects", ignore_errors=True)
         return True
 
-    refund = await driver.turn(REFUND, decide=decide)
-    assert refund.text == "done: refunded 7"
-    assert ledger.refunds == [{"orderId": "7"}]
-    shutil.rmtree(config_dir / "projects", ignore_errors=True)
-    recalled = await driver.turn("dex-script: recall")
-    assert recalled.text == f"recalled:\ndex-script: say hi\n{REFUND}"
+    await say_refund_recall_without_local_transcripts(
+        driver, ledger, config_dir, decide, cli="CLI"
+    )

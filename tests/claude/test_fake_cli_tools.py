@@ -10,6 +10,12 @@ from __future__ import annotations
 
 from dex_agents import AgentSessionOptions, ToolPolicy
 from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
+from support.claude_steps import (
+    call_events,
+    script_call,
+    start_idle,
+    start_to_interrupt,
+)
 from support.custom_tools_agent import audit_rig
 from support.fake_suite_agent import DENY_MARKER
 from support.fake_suite_rig import SuiteEnv, in_process
@@ -18,12 +24,8 @@ from support.fake_suite_rig import SuiteEnv, in_process
 async def test_an_idempotent_write_retries_under_one_key(suite: SuiteEnv) -> None:
     async with in_process(suite) as rig:
         sid = "email-retries"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call send_email {"to": "a@example.com", '
-            '"fail_attempts": 2}',
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        message = script_call("send_email", to="a@example.com", fail_attempts=2)
+        snap = await start_idle(rig.sessions, sid, message)
         (record,) = snap.turns[0].tool_calls
         assert (record.status, record.output) == ("finished", "sent to a@example.com")
         assert snap.turns[0].final_text == "done: sent to a@example.com"
@@ -42,12 +44,8 @@ async def test_an_idempotent_write_whose_attempts_run_out_is_outcome_unknown(
 ) -> None:
     async with in_process(suite) as rig:
         sid = "email-gives-up"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call send_email {"to": "a@example.com", '
-            '"fail_attempts": 9}',
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        message = script_call("send_email", to="a@example.com", fail_attempts=9)
+        snap = await start_idle(rig.sessions, sid, message)
         (record,) = snap.turns[0].tool_calls
         assert record.status == "outcome_unknown"
         assert "The outcome of send_email is unknown" in snap.turns[0].final_text
@@ -58,12 +56,8 @@ async def test_an_idempotent_write_whose_attempts_run_out_is_outcome_unknown(
 async def test_approved_bash_runs_once_in_the_resumed_segment(suite: SuiteEnv) -> None:
     async with in_process(suite) as rig:
         sid = "bash-approved"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call Bash {"command": '
-            '"echo approved >> bash.log; echo ran"}',
-        )
-        interrupt = await rig.interrupt(sid)
+        message = script_call("Bash", command="echo approved >> bash.log; echo ran")
+        interrupt = await start_to_interrupt(rig, sid, message)
         assert (interrupt.tool_name, interrupt.effect) == ("Bash", "unclassified")
         assert rig.bash_log(sid) == []
         snap = await rig.resolve(sid)
@@ -96,10 +90,8 @@ async def test_an_input_rewriting_application_hook_decides_what_is_approved_and_
 ) -> None:
     async with in_process(suite, hooks=("rewrite_refund",)) as rig:
         sid = "rewrite-refund"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
-        )
-        interrupt = await rig.interrupt(sid)
+        message = script_call("create_refund", orderId="7")
+        interrupt = await start_to_interrupt(rig, sid, message)
         assert interrupt.arguments == {"orderId": "7-checked"}
         snap = await rig.resolve(sid)
         assert snap.turns[0].final_text == "done: refunded order 7-checked"
@@ -115,10 +107,8 @@ async def test_a_rewritten_input_that_fails_the_schema_never_reaches_the_tool(
 ) -> None:
     async with in_process(suite, hooks=("break_refund_schema",)) as rig:
         sid = "rewrite-breaks-schema"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
-        )
-        interrupt = await rig.interrupt(sid)
+        message = script_call("create_refund", orderId="7")
+        interrupt = await start_to_interrupt(rig, sid, message)
         assert interrupt.arguments == {"orderId": 7}
         snap = await rig.resolve(sid)
         (record,) = snap.turns[0].tool_calls
@@ -159,10 +149,8 @@ async def test_an_application_hook_that_denies_a_resumed_call_cannot_hide_its_re
 ) -> None:
     async with in_process(suite, hooks=("deny_marked_refunds",)) as rig:
         sid = "app-hook-denies-resumed"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
-        )
-        interrupt = await rig.interrupt(sid)
+        message = script_call("create_refund", orderId="7")
+        interrupt = await start_to_interrupt(rig, sid, message)
         # From now on the application denies refunds; this one is approved.
         (rig.cwd(sid) / DENY_MARKER).touch()
         snap = await rig.resolve(sid)
@@ -186,12 +174,8 @@ async def test_bash_an_application_hook_rewrote_resumes_with_the_approved_input(
 ) -> None:
     async with in_process(suite, hooks=("rewrite_bash",)) as rig:
         sid = "rewritten-bash"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call Bash {"command": "echo original >> '
-            'bash.log"}',
-        )
-        interrupt = await rig.interrupt(sid)
+        message = script_call("Bash", command="echo original >> bash.log")
+        interrupt = await start_to_interrupt(rig, sid, message)
         assert interrupt.arguments == {"command": "echo rewritten-1 >> bash.log"}
         snap = await rig.resolve(sid)
         assert snap.turns[0].status == "completed"
@@ -208,12 +192,10 @@ async def test_rows133_144_a_resumed_cli_call_has_exactly_one_finished_event(
     result writes the call's one `tool_call_finished`, status finished."""
     async with in_process(suite) as rig:
         sid = "audit-bash-one-finished-event"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call Bash {"command": '
-            '"echo audited >> bash.log; echo audited-ran"}',
+        message = script_call(
+            "Bash", command="echo audited >> bash.log; echo audited-ran"
         )
-        interrupt = await rig.interrupt(sid)
+        interrupt = await start_to_interrupt(rig, sid, message)
         assert interrupt.tool_name == "Bash"
         snap = await rig.resolve(sid)
         (record,) = snap.turns[0].tool_calls
@@ -223,12 +205,7 @@ async def test_rows133_144_a_resumed_cli_call_has_exactly_one_finished_event(
         assert rig.bash_log(sid) == ["audited"]
 
         events = await rig.sessions.events(sid)
-        finished = [
-            e
-            for e in events
-            if e.type == "tool_call_finished"
-            and e.data.get("tool_call_id") == interrupt.tool_call_id
-        ]
+        finished = call_events(events, "tool_call_finished", interrupt.tool_call_id)
         assert len(finished) == 1, finished
         (event,) = finished
         assert event.data["status"] == "finished"
@@ -238,10 +215,8 @@ async def test_rows133_144_a_resumed_cli_call_has_exactly_one_finished_event(
         # The tool Step did run (and said so when it started).
         step_started = [
             e
-            for e in events
-            if e.type == "tool_call_started"
-            and e.data.get("tool_call_id") == interrupt.tool_call_id
-            and "/run_model/" not in e.step_execution_id
+            for e in call_events(events, "tool_call_started", interrupt.tool_call_id)
+            if "/run_model/" not in e.step_execution_id
         ]
         assert len(step_started) == 1, step_started
 
@@ -268,10 +243,8 @@ async def test_row69_a_tool_without_policy_runs_once_after_approval_under_the_de
         session_options=AgentSessionOptions(),
     ) as rig:
         sid = "audit-unclassified-single-attempt"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call audit_charge {"amount": 5}'
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        message = script_call("audit_charge", amount=5)
+        snap = await start_idle(rig.sessions, sid, message)
         assert snap.status == "waiting_for_approval"
         (interrupt,) = snap.pending_interrupts
         assert (interrupt.tool_name, interrupt.effect) == (
@@ -294,8 +267,6 @@ async def test_row69_a_tool_without_policy_runs_once_after_approval_under_the_de
         events = await rig.sessions.events(sid)
         steps = {
             e.step_execution_id
-            for e in events
-            if e.type == "tool_call_started"
-            and e.data.get("tool_call_id") == interrupt.tool_call_id
+            for e in call_events(events, "tool_call_started", interrupt.tool_call_id)
         }
         assert steps == {f"turn-1/call_single_attempt_tool/{interrupt.tool_call_id}"}

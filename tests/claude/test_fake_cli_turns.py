@@ -14,6 +14,7 @@ from claude_agent_sdk import ClaudeAgentOptions, tool
 
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.temporal._snapshot import AgentSnapshot
+from support.claude_steps import script_call, start_idle, start_to_interrupt
 from support.fake_suite_agent import build_tools
 from support.fake_suite_rig import SuiteEnv, in_process
 
@@ -46,9 +47,8 @@ async def test_a_read_tool_and_history_replay_through_a_resumed_session(
 ) -> None:
     async with in_process(suite) as rig:
         sid = "read-and-recall"
-        first = 'dex-script: call lookup_order {"orderId": "7"}'
-        await rig.sessions.start(sid, initial_message=first)
-        snap = await rig.sessions.wait_for_idle(sid)
+        first = script_call("lookup_order", orderId="7")
+        snap = await start_idle(rig.sessions, sid, first)
         assert snap.turns[0].final_text == "done: order 7: arrived broken"
         assert snap.pending_interrupts == []
         await rig.sessions.send_user_message(sid, "dex-script: say between")
@@ -67,9 +67,8 @@ async def test_a_read_tool_and_history_replay_through_a_resumed_session(
 async def test_the_snapshot_after_a_turn(suite: SuiteEnv) -> None:
     async with in_process(suite) as rig:
         sid = "snapshot"
-        prompt = 'dex-script: call lookup_order {"orderId": "7"}'
-        await rig.sessions.start(sid, initial_message=prompt)
-        snap = await rig.sessions.wait_for_idle(sid)
+        prompt = script_call("lookup_order", orderId="7")
+        snap = await start_idle(rig.sessions, sid, prompt)
         assert (snap.status, snap.pending_interrupts, snap.pending_prompts) == (
             "idle",
             [],
@@ -115,10 +114,8 @@ async def test_a_repeated_resolve_interrupt_runs_the_write_once(
 ) -> None:
     async with in_process(suite) as rig:
         sid = "repeated-resolve"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call create_refund {"orderId": "7"}'
-        )
-        interrupt = await rig.interrupt(sid)
+        message = script_call("create_refund", orderId="7")
+        interrupt = await start_to_interrupt(rig, sid, message)
         resolve = rig.sessions.resolve_interrupt
         assert await resolve(sid, interrupt.interrupt_id, approved=True)
         assert not await resolve(sid, interrupt.interrupt_id, approved=True)
@@ -161,11 +158,8 @@ async def test_an_inline_read_that_raises_is_an_error_result_not_a_retry(
 ) -> None:
     async with in_process(suite) as rig:
         sid = "inline-read-raises"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call lookup_order {"orderId": "unreachable"}',
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        message = script_call("lookup_order", orderId="unreachable")
+        snap = await start_idle(rig.sessions, sid, message)
         turn = snap.turns[0]
         assert turn.status == "completed"
         assert turn.final_text == "done: the order service is unreachable"
@@ -184,12 +178,12 @@ async def test_two_writes_in_one_reply_run_one_at_a_time_in_order(
 ) -> None:
     async with in_process(suite) as rig:
         sid = "two-writes"
-        await rig.sessions.start(
+        first = await start_to_interrupt(
+            rig,
             sid,
-            initial_message='dex-script: call create_refund {"orderId": "1"} '
+            'dex-script: call create_refund {"orderId": "1"} '
             '&& call create_refund {"orderId": "2"}',
         )
-        first = await rig.interrupt(sid)
         assert first.arguments == {"orderId": "1"}
         snap = await rig.resolve(sid)
         second = await rig.interrupt(sid)
@@ -213,12 +207,12 @@ async def test_a_reused_tool_use_id_never_runs(suite: SuiteEnv) -> None:
     async with in_process(suite) as rig:
         sid = "reused-id"
         # The CLI calls a write under the ID of the turn's inline read.
-        await rig.sessions.start(
+        snap = await start_idle(
+            rig.sessions,
             sid,
-            initial_message='dex-script: call lookup_order {"orderId": "7"} '
+            'dex-script: call lookup_order {"orderId": "7"} '
             ';; reuse create_refund {"orderId": "7"}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         assert snap.pending_interrupts == []
         assert snap.turns[0].final_text.startswith("reused create_refund: ")
         assert "already decided" in snap.turns[0].final_text
@@ -249,8 +243,7 @@ async def test_a_reused_tool_use_id_never_runs(suite: SuiteEnv) -> None:
 async def test_a_cli_error_result_fails_the_turn(suite: SuiteEnv) -> None:
     async with in_process(suite) as rig:
         sid = "cli-error"
-        await rig.sessions.start(sid, initial_message="dex-script: fail")
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await start_idle(rig.sessions, sid, "dex-script: fail")
         (turn,) = snap.turns
         assert turn.status == "failed"
         assert turn.error is not None and "error result" in turn.error
@@ -265,8 +258,7 @@ async def test_a_resumed_turn_that_fails_after_a_write_leaves_a_note(
     async with in_process(suite) as rig:
         sid = "fails-after-write"
         failed_prompt = 'dex-script: call create_refund {"orderId": "7"} ;; fail'
-        await rig.sessions.start(sid, initial_message=failed_prompt)
-        interrupt = await rig.interrupt(sid)
+        interrupt = await start_to_interrupt(rig, sid, failed_prompt)
         snap = await rig.resolve(sid)
         (turn,) = snap.turns
         assert turn.status == "failed"

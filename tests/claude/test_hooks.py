@@ -15,7 +15,7 @@ from claude_agent_sdk import (
 
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
-from dex_agents.claude._gate import ToolCallGate
+from dex_agents.claude._gate import Deferral, ToolCallGate
 from dex_agents.claude._hooks import ToolPermissions
 from dex_agents.claude._pending_call import PendingCall
 from dex_agents.claude._tools import CustomTool
@@ -31,6 +31,7 @@ from support.claude_harness import (
     bash,
     fake_options,
 )
+from support.claude_steps import tool_permissions
 
 
 @tool("lookup", "Look up", {"id": str}, annotations=ToolAnnotations(readOnlyHint=True))
@@ -62,14 +63,12 @@ def permissions(
     context, driver = make_context()
     gate = ToolCallGate()
     return (
-        ToolPermissions(
-            context=context,
-            gate=gate,
-            tools=TOOLS,
-            server_name="tools",
-            policies=policies or {"Read": ToolPolicy(effect="read")},
-            default_effect="unclassified",
-            app_matchers=matchers or [],
+        tool_permissions(
+            context,
+            gate,
+            TOOLS,
+            policies=policies,
+            matchers=matchers,
             permission=permission,
             pending=pending,
         ),
@@ -106,6 +105,28 @@ async def decide(
     return output["hookSpecificOutput"]
 
 
+async def decision_of(
+    p: ToolPermissions,
+    name: str,
+    tool_input: dict[str, Any],
+    call_id: str,
+    **extra: Any,
+) -> str:
+    """The permission decision of PreToolUse for the call."""
+    return (await decide(p, name, tool_input, call_id, **extra))["permissionDecision"]
+
+
+async def assert_lookup_defers_for_approval(
+    p: ToolPermissions, gate: ToolCallGate
+) -> Deferral:
+    """PreToolUse defers a lookup call "a", as a read that needs approval."""
+    assert await decision_of(p, "mcp__tools__lookup", {"id": "1"}, "a") == "defer"
+    deferral = gate.deferral
+    assert deferral is not None
+    assert deferral.call.policy == ToolPolicy(effect="read", requires_approval=True)
+    return deferral
+
+
 def kind_of(gate: ToolCallGate, call_id: str) -> str | None:
     decision = gate.decision(call_id)
     return None if decision is None else decision.kind
@@ -117,15 +138,9 @@ def ctx(call_id: str) -> ToolPermissionContext:
 
 async def test_reads_run_inline_and_the_first_write_defers() -> None:
     p, gate, driver = permissions()
-    assert (await decide(p, "mcp__tools__lookup", {"id": "1"}, "a"))[
-        "permissionDecision"
-    ] == "allow"
-    assert (await decide(p, "Read", {"file_path": "/x"}, "b"))[
-        "permissionDecision"
-    ] == "allow"
-    assert (await decide(p, "mcp__tools__refund", {"id": "1"}, "c"))[
-        "permissionDecision"
-    ] == "defer"
+    assert await decision_of(p, "mcp__tools__lookup", {"id": "1"}, "a") == "allow"
+    assert await decision_of(p, "Read", {"file_path": "/x"}, "b") == "allow"
+    assert await decision_of(p, "mcp__tools__refund", {"id": "1"}, "c") == "defer"
     second = await decide(p, "mcp__tools__refund", {"id": "2"}, "d")
     assert second["permissionDecision"] == "deny"
     assert second["permissionDecisionReason"] == (
@@ -167,15 +182,8 @@ async def test_policies_decide_approval_and_effect() -> None:
         "Bash": ToolPolicy(effect="idempotent_write"),
     }
     p, gate, _ = permissions(policies=policies)
-    assert (await decide(p, "Bash", {"command": "ls"}, "b"))[
-        "permissionDecision"
-    ] == "allow"
-    assert (await decide(p, "mcp__tools__lookup", {"id": "1"}, "a"))[
-        "permissionDecision"
-    ] == "defer"
-    deferral = gate.deferral
-    assert deferral is not None
-    assert deferral.call.policy == ToolPolicy(effect="read", requires_approval=True)
+    assert await decision_of(p, "Bash", {"command": "ls"}, "b") == "allow"
+    await assert_lookup_defers_for_approval(p, gate)
 
 
 async def test_deferrable_calls_inside_subagents_are_denied() -> None:
@@ -244,12 +252,7 @@ async def test_application_ask_defers_with_approval_and_deny_denies() -> None:
     assert (await decide(p, "Bash", {"command": "ls"}, "b"))[
         "permissionDecisionReason"
     ] == "never"
-    assert (await decide(p, "mcp__tools__lookup", {"id": "1"}, "a"))[
-        "permissionDecision"
-    ] == "defer"
-    deferral = gate.deferral
-    assert deferral is not None
-    assert deferral.call.policy == ToolPolicy(effect="read", requires_approval=True)
+    deferral = await assert_lookup_defers_for_approval(p, gate)
     assert deferral.call.reason == "look first"
 
 
@@ -270,9 +273,7 @@ async def test_claude_code_tool_permission_decides_cli_calls() -> None:
         return None
 
     p, gate, _ = permissions(permission=permission)
-    assert (await decide(p, "Bash", {"command": "ls"}, "a"))[
-        "permissionDecision"
-    ] == "allow"
+    assert await decision_of(p, "Bash", {"command": "ls"}, "a") == "allow"
     rm = await decide(p, "Bash", {"command": "rm -rf /"}, "b")
     assert (rm["permissionDecision"], rm["permissionDecisionReason"]) == (
         "deny",
@@ -283,12 +284,8 @@ async def test_claude_code_tool_permission_decides_cli_calls() -> None:
         "deny",
         "cannot decide",
     )
-    assert (await decide(p, "Bash", {"command": "touch x"}, "d"))[
-        "permissionDecision"
-    ] == "defer"
-    assert (await decide(p, "mcp__tools__lookup", {"id": "1"}, "e"))[
-        "permissionDecision"
-    ] == "allow"
+    assert await decision_of(p, "Bash", {"command": "touch x"}, "d") == "defer"
+    assert await decision_of(p, "mcp__tools__lookup", {"id": "1"}, "e") == "allow"
     assert [name for name, _ in asked] == ["Bash"] * 4
     assert gate.deferral is not None and gate.deferral.call.metadata["kind"] == "cli"
 

@@ -74,13 +74,19 @@ async def serve(
     )
 
 
-async def test_inline_calls_run_under_their_decision_only() -> None:
+def lookup_allowed(call_id: str) -> ToolCallGate:
+    """A fresh gate that allows lookup under `call_id`; no lookup has run yet."""
     runs.clear()
     gate = ToolCallGate()
     gate.decide(
-        "a",
+        call_id,
         Decision(kind="allow", tool_name="mcp__tools__lookup", custom_name="lookup"),
     )
+    return gate
+
+
+async def test_inline_calls_run_under_their_decision_only() -> None:
+    gate = lookup_allowed("a")
     assert await serve(gate, "lookup", {"id": "7"}, "a") == ("found 7", False)
     assert (await serve(gate, "refund", {"id": "7"}, "a"))[1] is True
     assert (await serve(gate, "lookup", {"id": "7"}, "other"))[1] is True
@@ -89,12 +95,7 @@ async def test_inline_calls_run_under_their_decision_only() -> None:
 
 
 async def test_schema_mismatch_and_handler_errors_are_results() -> None:
-    runs.clear()
-    gate = ToolCallGate()
-    gate.decide(
-        "a",
-        Decision(kind="allow", tool_name="mcp__tools__lookup", custom_name="lookup"),
-    )
+    gate = lookup_allowed("a")
     assert await serve(gate, "lookup", {"id": 7}, "a") == (
         "Input validation error: 7 is not of type 'string'",
         True,
@@ -154,12 +155,7 @@ def test_tool_use_id_of() -> None:
 
 
 async def test_the_server_sees_the_tool_use_id_through_the_sdk_bridge() -> None:
-    runs.clear()
-    gate = ToolCallGate()
-    gate.decide(
-        "toolu_1",
-        Decision(kind="allow", tool_name="mcp__tools__lookup", custom_name="lookup"),
-    )
+    gate = lookup_allowed("toolu_1")
     config = build_custom_tool_server("tools", TOOLS, gate)
     assert config["type"] == "sdk" and config["name"] == "tools"
     bridge = SdkMcpBridge("tools", config["instance"])

@@ -12,8 +12,6 @@ run, and the custom tools count their runs in a `claude_harness.Ledger`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -28,13 +26,14 @@ from dex_agents.claude._pending_call import CallKind, PendingCall
 from dex_agents.claude._sources import segment_tools
 from dex_agents.claude._tools import CustomTool
 from dex_agents.connectors import ConnectorToolSource
-from dex_agents.session import ToolCallsRequested, ToolPolicy
+from dex_agents.session import ToolCallsRequested
 from dex_agents.session._records import ToolRecord
 from dex_agents.session._runner import ResumeState
 from dex_agents.session._tool_sources import ToolSource
 from dex_agents.testing import Ledger as JsonLedger
 from dex_agents.testing._fake_ledger_connector import fake_ledger_connector_tools
 from support.claude_harness import Ledger, SessionDriver
+from support.claude_steps import PermissionsRig, tool_permissions
 from support.gate_rig import (
     CliSide,
     ScriptedCli,
@@ -96,7 +95,7 @@ def source_pending(**changes: Any) -> PendingCall:
     )
 
 
-class SourceRig:
+class SourceRig(PermissionsRig):
     """One resumed segment's ToolPermissions and gate, with a source and custom tools."""
 
     def __init__(self, ledger_path: Path, pending: PendingCall) -> None:
@@ -128,29 +127,9 @@ class SourceRig:
         )
         served = self.tools["transfer"]
         assert served.source is not None and served.replay_only is not listed
-        self.permissions = ToolPermissions(
-            context=context,
-            gate=self.gate,
-            tools=self.tools,
-            server_name="tools",
-            policies={"Read": ToolPolicy(effect="read")},
-            default_effect="unclassified",
-            app_matchers=[],
-            permission=None,
-            pending=self.pending,
+        self.permissions = tool_permissions(
+            context, self.gate, self.tools, pending=self.pending
         )
-
-    @asynccontextmanager
-    async def cli(self) -> AsyncIterator[CliSide]:
-        assert self.permissions is not None
-        async with CliSide.for_permissions(
-            self.permissions, self.gate, self.tools
-        ) as side:
-            yield side
-
-    def kind(self, tool_use_id: str) -> str | None:
-        decision = self.gate.decision(tool_use_id)
-        return None if decision is None else decision.kind
 
     def nothing_ran(self) -> bool:
         """No source operation and no custom tool ran in the segment."""

@@ -8,8 +8,7 @@ in-memory MCP transport, and the tools count their runs in a `Ledger`.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,13 +18,13 @@ from claude_agent_sdk import ClaudeAgentOptions, HookMatcher, ResultMessage
 from dex_agents._errors import SessionError
 from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
 from dex_agents.claude._gate import ToolCallGate
-from dex_agents.claude._hooks import ToolPermissions
 from dex_agents.claude._pending_call import CallKind, PendingCall
 from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
 from dex_agents.claude._tools import CustomTool
-from dex_agents.session import ToolCallsRequested, ToolPolicy
+from dex_agents.session import ToolCallsRequested
 from dex_agents.session._records import ToolRecord
 from support.claude_harness import Ledger, SessionDriver
+from support.claude_steps import PermissionsRig, tool_permissions
 from support.gate_rig import (
     CliSide,
     ScriptedCli,
@@ -82,7 +81,7 @@ def cli_pending(**changes: Any) -> PendingCall:
     )
 
 
-class Rig:
+class Rig(PermissionsRig):
     """One segment's ToolPermissions and gate, with counted tools."""
 
     def __init__(
@@ -99,29 +98,14 @@ class Rig:
             turn_id="turn-1", step=1, pending=(), resume=None
         )
         self.gate = ToolCallGate()
-        self.permissions = ToolPermissions(
-            context=context,
-            gate=self.gate,
-            tools=self.tools,
-            server_name="tools",
-            policies={"Read": ToolPolicy(effect="read")},
-            default_effect="unclassified",
-            app_matchers=matchers or [],
-            permission=None,
+        self.permissions = tool_permissions(
+            context,
+            self.gate,
+            self.tools,
+            matchers=matchers,
             pending=pending,
             answered=answered,
         )
-
-    @asynccontextmanager
-    async def cli(self) -> AsyncIterator[CliSide]:
-        async with CliSide.for_permissions(
-            self.permissions, self.gate, self.tools
-        ) as side:
-            yield side
-
-    def kind(self, tool_use_id: str) -> str | None:
-        decision = self.gate.decision(tool_use_id)
-        return None if decision is None else decision.kind
 
 
 # The custom tool server runs a tool only under the ID and name the hook permitted.

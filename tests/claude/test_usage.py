@@ -11,6 +11,7 @@ from claude_agent_sdk import (
 
 from dex_agents.claude._usage import SegmentObserver, cumulative_cost, provider_name
 from dex_agents.session._usage import ModelCallMetadata, Usage
+from support.claude_steps import fallback_segment
 
 
 def result(**overrides: Any) -> ResultMessage:
@@ -148,33 +149,7 @@ def test_without_init_the_options_model_is_requested() -> None:
 def test_row156_after_a_fallback_one_answering_model_is_the_response_model() -> None:
     """Row 156: the init model is requested; every answer came from the fallback
     model, so the response model names it."""
-    observer = SegmentObserver()
-    for message in (
-        SystemMessage(subtype="init", data={"model": "claude-opus"}),
-        AssistantMessage(
-            content=[TextBlock(text="a")],
-            model="claude-sonnet-fallback",
-            message_id="m1",
-        ),
-        AssistantMessage(
-            content=[TextBlock(text="b")],
-            model="claude-sonnet-fallback",
-            message_id="m2",
-        ),
-    ):
-        observer.observe(message)
-    result = ResultMessage(
-        subtype="success",
-        duration_ms=1,
-        duration_api_ms=1,
-        is_error=False,
-        num_turns=1,
-        session_id="s",
-        model_usage={
-            "claude-opus": {"provider": "firstParty"},  # pyright: ignore[reportArgumentType]
-            "claude-sonnet-fallback": {"provider": "firstParty"},  # pyright: ignore[reportArgumentType]
-        },
-    )
+    observer, result = fallback_segment(first_answer_model="claude-sonnet-fallback")
     assert observer.metadata(result, "opus") == ModelCallMetadata(
         request_model="claude-opus",
         response_model="claude-sonnet-fallback",
