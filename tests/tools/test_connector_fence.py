@@ -21,9 +21,9 @@ from dex_agents.connectors._model import (
 )
 from dex_agents.session import ToolCall
 from dex_agents.session._json import JsonObject, JsonValue
-from dex_agents.session._records import DeferredToolExecution
 from dex_agents.testing import Ledger
 from support.connector_agent import connector_agent
+from support.tools_harness import deferred_execution, start_to_idle
 
 _SCHEMA: JsonObject = {
     "type": "object",
@@ -61,45 +61,42 @@ def _charge_source(ledger: Ledger, retry: ConnectorRetry) -> ConnectorToolSource
     return ConnectorToolSource([operation.bind("card-1", manifest=manifest)])
 
 
-def _execution(
-    attempt: int, checkpoint: JsonValue | None, recorded: list[JsonValue]
-) -> DeferredToolExecution:
-    return DeferredToolExecution(
-        flow_id="s",
-        turn_id="turn-1",
-        tool_call_id="t1",
-        step_execution_id="turn-1/call_tool/t1",
-        attempt=attempt,
-        idempotency_key="s/turn-1/t1",
-        heartbeat_checkpoint=checkpoint,
-        checkpoint_recorder=recorded.append,
-    )
-
-
-async def _call(source: ConnectorToolSource) -> ToolCall:
+async def _charge_call(
+    tmp_path: Path, retry: ConnectorRetry
+) -> tuple[Ledger, ConnectorToolSource, ToolCall]:
+    """A fresh ledger, its `charge` source, and the built call `t1` of `charge 5`."""
+    ledger = Ledger(tmp_path / "l.jsonl")
+    source = _charge_source(ledger, retry)
     built = await source.build_call("charge", {"amount": 5})
-    return ToolCall(
+    call = ToolCall(
         tool_call_id="t1",
         tool_name="charge",
         arguments=built.arguments,
         policy=built.policy,
     )
+    return ledger, source, call
+
+
+def _first_fence() -> ConnectorFence:
+    """The fence attempt 1 of call `t1` leaves."""
+    call_id = connector_call_id(deferred_execution(1))
+    return ConnectorFence(call_id=call_id, operation="charge", attempt=1)
 
 
 async def test_an_attempt_leaves_its_fence_and_the_next_attempt_receives_it(
     tmp_path: Path,
 ) -> None:
-    ledger = Ledger(tmp_path / "l.jsonl")
-    source = _charge_source(ledger, "safe")
-    call = await _call(source)
+    ledger, source, call = await _charge_call(tmp_path, "safe")
     first: list[JsonValue] = []
-    await source.execute_deferred_tool_call(call, _execution(1, None, first))
-    call_id = connector_call_id(_execution(1, None, []))
-    fence = ConnectorFence(call_id=call_id, operation="charge", attempt=1)
+    await source.execute_deferred_tool_call(call, deferred_execution(1, recorded=first))
+    fence = _first_fence()
+    call_id = fence.call_id
     assert first == [fence.to_checkpoint()]
 
     second: list[JsonValue] = []
-    await source.execute_deferred_tool_call(call, _execution(2, first[-1], second))
+    await source.execute_deferred_tool_call(
+        call, deferred_execution(2, checkpoint=first[-1], recorded=second)
+    )
     assert [a["earlier_fence"] for a in ledger.entries("charge_attempt")] == [
         None,
         {"call_id": call_id, "attempt": 1},
@@ -112,28 +109,27 @@ async def test_an_attempt_leaves_its_fence_and_the_next_attempt_receives_it(
 async def test_a_fence_of_another_call_or_a_foreign_checkpoint_is_ignored(
     tmp_path: Path,
 ) -> None:
-    ledger = Ledger(tmp_path / "l.jsonl")
-    source = _charge_source(ledger, "unsafe")
-    call = await _call(source)
+    ledger, source, call = await _charge_call(tmp_path, "unsafe")
     other = ConnectorFence(call_id="dexcall_other", operation="charge", attempt=1)
     await source.execute_deferred_tool_call(
-        call, _execution(2, other.to_checkpoint(), [])
+        call, deferred_execution(2, checkpoint=other.to_checkpoint(), recorded=[])
     )
-    await source.execute_deferred_tool_call(call, _execution(2, {"app": 1}, []))
+    await source.execute_deferred_tool_call(
+        call, deferred_execution(2, checkpoint={"app": 1}, recorded=[])
+    )
     assert [a["earlier_fence"] for a in ledger.entries("charge_attempt")] == [None] * 2
 
 
 async def test_a_retry_unsafe_mutation_with_an_earlier_fence_never_runs_again(
     tmp_path: Path,
 ) -> None:
-    ledger = Ledger(tmp_path / "l.jsonl")
-    source = _charge_source(ledger, "unsafe")
-    call = await _call(source)
-    call_id = connector_call_id(_execution(1, None, []))
-    fence = ConnectorFence(call_id=call_id, operation="charge", attempt=1)
+    ledger, source, call = await _charge_call(tmp_path, "unsafe")
     with pytest.raises(SessionError, match="outcome unknown") as caught:
         await source.execute_deferred_tool_call(
-            call, _execution(2, fence.to_checkpoint(), [])
+            call,
+            deferred_execution(
+                2, checkpoint=_first_fence().to_checkpoint(), recorded=[]
+            ),
         )
     assert not caught.value.retryable
     assert ledger.count("charge_attempt") == 0
@@ -145,12 +141,11 @@ async def test_a_retried_connector_step_hands_each_attempt_the_earlier_fence(
     ledger = Ledger(tmp_path / "charges.jsonl")
     source = _charge_source(ledger, "safe")
     async with connector_agent(client, flow_type, tmp_path, sources=[source]) as rig:
-        sid = "fenced"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call charge {"amount": 5, "fail_attempts": 2}',
+        snap = await start_to_idle(
+            rig.sessions,
+            "fenced",
+            'dex-script: call charge {"amount": 5, "fail_attempts": 2}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         assert snap.turns[0].tool_calls[0].status == "finished"
     attempts = ledger.entries("charge_attempt")
     (call_id,) = {str(a["call_id"]) for a in attempts}

@@ -12,7 +12,6 @@ from claude_agent_sdk import ClaudeAgentOptions, tool
 
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.connectors import ConnectorToolSource
-from dex_agents.session._records import DeferredToolExecution
 from dex_agents.session._tool_sources import (
     SourceCallRefused,
     SourceTool,
@@ -23,6 +22,7 @@ from dex_agents.testing._fake_ledger_connector import (
     fake_ledger_connector_tools,
     fake_ledger_operations,
 )
+from support.tools_harness import deferred_execution
 
 _CONTEXT = ToolSourceContext(session_id="s", turn_id="turn-1", attempt=1)
 
@@ -110,14 +110,7 @@ def test_the_call_id_comes_from_the_step_execution_id(tmp_path: Path) -> None:
     )
     ids = set()
     for attempt in (1, 2):
-        execution = DeferredToolExecution(
-            flow_id="s",
-            turn_id="turn-1",
-            tool_call_id="t1",
-            step_execution_id="turn-1/call_tool/t1",
-            attempt=attempt,
-            idempotency_key="k",
-        )
+        execution = deferred_execution(attempt, idempotency_key="k")
         asyncio.run(source.execute_deferred_tool_call(tool_call, execution))
     from dex_agents.testing import Ledger
 

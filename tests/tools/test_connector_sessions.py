@@ -10,17 +10,21 @@ from temporalio.client import Client
 
 from dex_agents import ToolPolicy
 from support.connector_agent import connector_agent, switchable_source
+from support.tools_harness import (
+    TRANSFER_A_5,
+    resolve_to_idle,
+    start_to_idle,
+    start_to_interrupt,
+)
 
 
 async def test_a_query_runs_in_its_tool_step(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
-        sid = "query"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call read_balance {"account": "a"}'
+        snap = await start_to_idle(
+            rig.sessions, "query", 'dex-script: call read_balance {"account": "a"}'
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         (record,) = snap.turns[0].tool_calls
         assert (record.tool_name, record.status) == ("read_balance", "finished")
         assert snap.turns[0].final_text == "done: balance of a: 0"
@@ -33,22 +37,14 @@ async def test_a_mutation_waits_for_manifest_approval(
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
         sid = "transfer"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call transfer {"account": "a", "amount": 5}',
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap, interrupt = await start_to_interrupt(rig.sessions, sid, TRANSFER_A_5)
         assert snap.status == "waiting_for_approval"
-        (interrupt,) = snap.pending_interrupts
         assert (interrupt.tool_name, interrupt.effect) == (
             "transfer",
             "non_idempotent_write",
         )
         assert rig.ledger.count("ledger_entry") == 0
-        assert await rig.sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         assert snap.turns[0].final_text == "done: transferred 5 to a"
         assert rig.ledger.count("ledger_entry") == 1
 
@@ -58,16 +54,10 @@ async def test_a_rejected_call_never_reaches_the_provider(
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
         sid = "rejected"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call transfer {"account": "a", "amount": 5}',
+        _, interrupt = await start_to_interrupt(rig.sessions, sid, TRANSFER_A_5)
+        snap = await resolve_to_idle(
+            rig.sessions, sid, interrupt, approved=False, rejection_message="no"
         )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
-        await rig.sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=False, rejection_message="no"
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
         assert [r.status for r in snap.turns[0].tool_calls] == ["rejected"]
         assert rig.ledger.entries() == []
 
@@ -76,12 +66,9 @@ async def test_bad_arguments_never_reach_the_provider(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
-        sid = "bad-args"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call append_entry {"account": "a"}',
+        snap = await start_to_idle(
+            rig.sessions, "bad-args", 'dex-script: call append_entry {"account": "a"}'
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         assert snap.turns[0].tool_calls == []
         assert "'amount' is a required property" in snap.turns[0].final_text
         assert rig.ledger.entries() == []
@@ -95,15 +82,12 @@ async def test_a_session_policy_changes_only_approval(
         client, flow_type, tmp_path, tool_policies=policies
     ) as rig:
         sid = "policy"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call read_balance {"account": "a"}'
+        _, interrupt = await start_to_interrupt(
+            rig.sessions, sid, 'dex-script: call read_balance {"account": "a"}'
         )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
         # Approval came from the policy; the effect stays the connector's.
         assert interrupt.effect == "read"
-        await rig.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         assert snap.turns[0].final_text == "done: balance of a: 0"
 
 
@@ -119,15 +103,13 @@ async def test_the_approval_predicate_sees_the_hook_rewritten_input(
     hooks = [HookMatcher(matcher="mcp__tools__append_entry", hooks=[raise_amount])]
     async with connector_agent(client, flow_type, tmp_path, hooks=hooks) as rig:
         sid = "predicate"
-        await rig.sessions.start(
+        _, interrupt = await start_to_interrupt(
+            rig.sessions,
             sid,
-            initial_message='dex-script: call append_entry {"account": "a", "amount": 5}',
+            'dex-script: call append_entry {"account": "a", "amount": 5}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
         assert interrupt.arguments == {"account": "a", "amount": 500}
-        await rig.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
-        snap = await rig.sessions.wait_for_idle(sid)
+        await resolve_to_idle(rig.sessions, sid, interrupt)
         assert [e["amount"] for e in rig.ledger.entries("ledger_entry")] == [500]
 
 
@@ -135,13 +117,12 @@ async def test_a_retry_safe_mutation_retries_under_one_call_id(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
-        sid = "retry-safe"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call append_entry {"account": "a", '
+        snap = await start_to_idle(
+            rig.sessions,
+            "retry-safe",
+            'dex-script: call append_entry {"account": "a", '
             '"amount": 5, "fail_attempts": 2}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         (record,) = snap.turns[0].tool_calls
         assert record.status == "finished"
         attempts = rig.ledger.entries("ledger_attempt")
@@ -154,13 +135,12 @@ async def test_an_uncertain_write_records_outcome_unknown(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
-        sid = "uncertain"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call append_entry {"account": "a", '
+        snap = await start_to_idle(
+            rig.sessions,
+            "uncertain",
+            'dex-script: call append_entry {"account": "a", '
             '"amount": 5, "uncertain": true}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         (record,) = snap.turns[0].tool_calls
         assert record.status == "outcome_unknown"
         # Not retried: one attempt only.
@@ -173,11 +153,9 @@ async def test_an_allowed_tools_entry_for_a_source_tool_fails_the_turn(
     async with connector_agent(
         client, flow_type, tmp_path, allowed_tools=["mcp__tools__read_balance"]
     ) as rig:
-        sid = "allowed"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call read_balance {"account": "a"}'
+        snap = await start_to_idle(
+            rig.sessions, "allowed", 'dex-script: call read_balance {"account": "a"}'
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         assert snap.turns[0].status == "failed"
         assert "allowed_tools" in (snap.turns[0].error or "")
         assert rig.ledger.entries() == []
@@ -187,17 +165,15 @@ async def test_a_task_or_a_question_records_failed(
     client: Client, flow_type: str, tmp_path: Path
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
-        sid = "task"
-        await rig.sessions.start(
-            sid, initial_message="dex-script: call start_export {}"
+        snap = await start_to_idle(
+            rig.sessions, "task", "dex-script: call start_export {}"
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         assert [r.status for r in snap.turns[0].tool_calls] == ["failed"]
-        sid = "question"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call confirm_account {"account": "a"}'
+        snap = await start_to_idle(
+            rig.sessions,
+            "question",
+            'dex-script: call confirm_account {"account": "a"}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         (record,) = snap.turns[0].tool_calls
         assert record.status == "failed"
         assert "asked a question" in (record.output or "")
@@ -209,14 +185,8 @@ async def test_a_vanished_tool_still_replays_and_a_new_call_is_denied(
     source = switchable_source(tmp_path)
     async with connector_agent(client, flow_type, tmp_path, sources=[source]) as rig:
         sid = "vanished"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call transfer {"account": "a", "amount": 5}',
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
+        _, interrupt = await start_to_interrupt(rig.sessions, sid, TRANSFER_A_5)
         source.mode = "empty"
-        await rig.sessions.resolve_interrupt(sid, interrupt.interrupt_id, approved=True)
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         assert snap.turns[0].final_text == "done: transferred 5 to a"
         assert rig.ledger.count("ledger_entry") == 1

@@ -23,6 +23,12 @@ from dex_agents.testing._fake_ledger_connector import (
     SLOW_LOOKUP_TIMEOUT,
 )
 from support.connector_agent import ConnectorRig, connector_agent, switchable_source
+from support.tools_harness import (
+    TRANSFER_A_5,
+    resolve_to_idle,
+    start_to_idle,
+    start_to_interrupt,
+)
 
 
 def tool_uses(snap: AgentSnapshot, name: str) -> list[tuple[str, Any]]:
@@ -66,25 +72,21 @@ async def test_two_source_writes_of_one_reply_run_one_at_a_time_in_order(
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
         sid = "two-source-writes"
-        await rig.sessions.start(
+        snap, interrupt = await start_to_interrupt(
+            rig.sessions,
             sid,
-            initial_message='dex-script: call transfer {"account": "a", "amount": 1} '
+            'dex-script: call transfer {"account": "a", "amount": 1} '
             '&& call append_entry {"account": "b", "amount": 2}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         # The earlier write waits for approval; the later one (approval-free,
         # so it would run at once if it had deferred) has not reached the provider.
         assert snap.status == "waiting_for_approval"
-        (interrupt,) = snap.pending_interrupts
         assert (interrupt.tool_name, interrupt.arguments) == (
             "transfer",
             {"account": "a", "amount": 1},
         )
         assert rig.ledger.entries() == []
-        assert await rig.sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         (turn,) = snap.turns
         assert turn.status == "completed", turn.error
         assert turn.final_text == "done: transferred 1 to a; appended 2 to b"
@@ -128,16 +130,11 @@ async def test_a_write_that_starts_a_task_records_outcome_unknown(
 ) -> None:
     async with connector_agent(client, flow_type, tmp_path) as rig:
         sid = "write-task"
-        await rig.sessions.start(
-            sid, initial_message="dex-script: call start_import {}"
+        _, interrupt = await start_to_interrupt(
+            rig.sessions, sid, "dex-script: call start_import {}"
         )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
         assert interrupt.effect == "non_idempotent_write"
-        assert await rig.sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         (turn,) = snap.turns
         (record,) = turn.tool_calls
         assert (record.tool_name, record.status) == ("start_import", "outcome_unknown")
@@ -159,19 +156,15 @@ async def test_a_new_call_of_a_vanished_tool_is_denied_and_starts_no_step(
         sid = "vanished-new-call"
         # The second transfer is denied in the first reply; the model calls it
         # again by itself in the resumed segment, when the source lists nothing.
-        await rig.sessions.start(
+        _, interrupt = await start_to_interrupt(
+            rig.sessions,
             sid,
-            initial_message='dex-script: call transfer {"account": "a", "amount": 1} '
+            'dex-script: call transfer {"account": "a", "amount": 1} '
             '&& call transfer {"account": "b", "amount": 2}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
         assert interrupt.arguments == {"account": "a", "amount": 1}
         source.mode = "empty"
-        assert await rig.sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         assert "empty" in source.listings
         (turn,) = snap.turns
         assert turn.status == "completed", turn.error
@@ -220,18 +213,10 @@ async def test_an_application_hook_that_denies_on_resume_cannot_hide_the_record(
     hooks = [HookMatcher(matcher="mcp__tools__transfer", hooks=[freeze_transfers])]
     async with connector_agent(client, flow_type, tmp_path, hooks=hooks) as rig:
         sid = "hook-denies-on-resume"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call transfer {"account": "a", "amount": 5}',
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
+        _, interrupt = await start_to_interrupt(rig.sessions, sid, TRANSFER_A_5)
         # From now on the application denies transfers; this one is approved.
         frozen = True
-        assert await rig.sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         assert snap.turns[0].final_text == "done: transferred 5 to a"
         assert [r.status for r in snap.turns[0].tool_calls] == ["finished"]
         assert rig.ledger.count("ledger_entry") == 1
@@ -257,17 +242,9 @@ async def test_a_source_whose_listing_fails_on_resume_still_replays_the_record(
     source = switchable_source(tmp_path)
     async with connector_agent(client, flow_type, tmp_path, sources=[source]) as rig:
         sid = "listing-fails"
-        await rig.sessions.start(
-            sid,
-            initial_message='dex-script: call transfer {"account": "a", "amount": 5}',
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
-        (interrupt,) = snap.pending_interrupts
+        _, interrupt = await start_to_interrupt(rig.sessions, sid, TRANSFER_A_5)
         source.mode = "fail"
-        assert await rig.sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await rig.sessions.wait_for_idle(sid)
+        snap = await resolve_to_idle(rig.sessions, sid, interrupt)
         # The resumed segment's listing failed, and the turn still went on.
         assert source.listings[0] == "list"
         assert "fail" in source.listings[1:]
@@ -289,11 +266,11 @@ async def test_an_operations_attempts_reach_its_tool_step(
     assert AgentSessionOptions().tool_attempts == 3
     assert FLAKY_LOOKUP_ATTEMPTS == 2
     async with connector_agent(client, flow_type, tmp_path) as rig:
-        sid = "step-attempts"
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call flaky_lookup {"account": "a"}'
+        snap = await start_to_idle(
+            rig.sessions,
+            "step-attempts",
+            'dex-script: call flaky_lookup {"account": "a"}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         (record,) = snap.turns[0].tool_calls
         assert record.status == "outcome_unknown"
         assert "lookup unavailable (attempt 2)" in (record.output or "")
@@ -310,12 +287,12 @@ async def test_an_operations_timeout_reaches_its_tool_step(
     # The session's own limit is ten minutes; the operation sleeps 20 s.
     assert AgentSessionOptions().tool_limit.total_seconds() > 60
     async with connector_agent(client, flow_type, tmp_path) as rig:
-        sid = "step-timeout"
         started = time.monotonic()
-        await rig.sessions.start(
-            sid, initial_message='dex-script: call slow_lookup {"account": "a"}'
+        snap = await start_to_idle(
+            rig.sessions,
+            "step-timeout",
+            'dex-script: call slow_lookup {"account": "a"}',
         )
-        snap = await rig.sessions.wait_for_idle(sid)
         elapsed = time.monotonic() - started
         (record,) = snap.turns[0].tool_calls
         assert record.status == "outcome_unknown"

@@ -14,29 +14,23 @@ from dex_agents.connectors import (
 from dex_agents.session import ToolOutcome, ToolPolicy
 from dex_agents.session._tool_sources import (
     SourceCallRefused,
-    ToolSourceContext,
     ToolStepOptions,
 )
 from dex_agents.testing import Ledger
 from support.mcp_source_rig import (
-    AUTH,
     TOKEN,
     execution,
-    http_server,
     stdio_server,
     tool_call,
 )
-
-CONTEXT = ToolSourceContext(session_id="session-1", turn_id="turn-1", attempt=1)
-READ = ToolPolicy(effect="read")
-WRITE = ToolPolicy(effect="non_idempotent_write")
+from support.tools_harness import MCP_CONTEXT, READ, WRITE, http_ledger_source
 
 
 async def test_stdio_listing_offers_the_servers_tools(tmp_path: Path) -> None:
     source = MCPServerToolSource(
         stdio_server(tmp_path / "ledger.jsonl"), source_name="ledger"
     )
-    tools = {t.name: t for t in await source.list_tools(CONTEXT)}
+    tools = {t.name: t for t in await source.list_tools(MCP_CONTEXT)}
     assert set(tools) == {
         "read_balance",
         "set_limit",
@@ -58,9 +52,8 @@ async def test_streamable_http_lists_and_calls_with_the_configured_headers(
     tmp_path: Path,
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
-        names = [t.name for t in await source.list_tools(CONTEXT)]
+    async with http_ledger_source(ledger) as source:
+        names = [t.name for t in await source.list_tools(MCP_CONTEXT)]
         assert "read_balance" in names
         built = await source.build_call("read_balance", {"account": "a"})
         outcome = await source.execute_deferred_tool_call(
@@ -75,7 +68,7 @@ async def test_annotations_classify_the_effect(tmp_path: Path) -> None:
     source = MCPServerToolSource(
         stdio_server(tmp_path / "ledger.jsonl"), source_name="ledger"
     )
-    await source.list_tools(CONTEXT)
+    await source.list_tools(MCP_CONTEXT)
     read = await source.build_call("read_balance", {"account": "a"})
     assert read.policy == ToolPolicy(effect="read")
     assert not read.policy.needs_approval
@@ -105,7 +98,7 @@ async def test_policies_and_declared_names_override_the_server(
         tool_policies={"append_entry": ToolPolicy(effect="idempotent_write")},
     )
     assert source.declared_tool_names == ("read_balance", "append_entry")
-    listed = [t.name for t in await source.list_tools(CONTEXT)]
+    listed = [t.name for t in await source.list_tools(MCP_CONTEXT)]
     assert listed == ["read_balance", "append_entry"]
     entry = await source.build_call("append_entry", {"account": "a", "amount": 5})
     assert entry.policy == ToolPolicy(effect="idempotent_write")
@@ -154,7 +147,7 @@ async def test_bad_arguments_are_refused_before_the_server(tmp_path: Path) -> No
     with pytest.raises(SourceCallRefused, match="does not offer `append_entry`"):
         # Nothing listed yet: build_call knows only listed tools.
         await source.build_call("append_entry", {"account": "a", "amount": 5})
-    await source.list_tools(CONTEXT)
+    await source.list_tools(MCP_CONTEXT)
     with pytest.raises(SourceCallRefused) as missing:
         await source.build_call("append_entry", {"account": "a"})
     assert str(missing.value) == (
@@ -235,7 +228,7 @@ async def test_an_unreachable_server_fails_a_write_as_not_run(
             tool_call("read_balance", {"account": "a"}, READ), execution()
         )
     with pytest.raises(OSError):
-        await source.list_tools(CONTEXT)
+        await source.list_tools(MCP_CONTEXT)
 
 
 async def test_a_write_whose_server_dies_mid_call_has_an_unknown_outcome(

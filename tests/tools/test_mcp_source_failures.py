@@ -25,12 +25,14 @@ from dex_agents.session import ToolPolicy
 from dex_agents.session._policy import ToolEffect
 from dex_agents.session._tool_sources import SourceCallRefused, ToolSourceContext
 from dex_agents.testing import Ledger
-from support.mcp_source_rig import AUTH, execution, http_server, stdio_server, tool_call
-
-CONTEXT = ToolSourceContext(session_id="session-1", turn_id="turn-1", attempt=1)
-READ = ToolPolicy(effect="read")
-IDEMPOTENT = ToolPolicy(effect="idempotent_write")
-WRITE = ToolPolicy(effect="non_idempotent_write")
+from support.mcp_source_rig import execution, stdio_server, tool_call
+from support.tools_harness import (
+    IDEMPOTENT,
+    MCP_CONTEXT,
+    READ,
+    WRITE,
+    http_ledger_source,
+)
 
 
 def assert_encodes_for_temporal(error: BaseException) -> Failure:
@@ -76,8 +78,7 @@ async def test_an_idempotent_write_whose_server_dies_retries_with_the_real_error
         with pytest.raises(Exception) as e:
             await source.execute_deferred_tool_call(call, execution())
     else:
-        async with http_server(ledger.path) as server:
-            source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
+        async with http_ledger_source(ledger) as source:
             with pytest.raises(Exception) as e:
                 await source.execute_deferred_tool_call(call, execution())
     # Propagated for the Step to retry: not a record, not "unknown".
@@ -93,8 +94,7 @@ async def test_a_write_whose_http_server_dies_mid_call_has_an_unknown_outcome(
     tmp_path: Path,
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    async with http_server(ledger.path) as server:
-        source = MCPServerToolSource(server, source_name="ledger", headers=AUTH)
+    async with http_ledger_source(ledger) as source:
         with pytest.raises(SessionError) as e:
             await source.execute_deferred_tool_call(
                 tool_call("append_and_crash", {"account": "a"}, WRITE), execution()
@@ -165,7 +165,7 @@ async def test_a_later_listing_does_not_withdraw_a_tool_an_earlier_one_offered(
 ) -> None:
     ledger = tmp_path / "ledger.jsonl"
     source = MCPServerToolSource(stdio_server(ledger), source_name="ledger")
-    first = [t.name for t in await source.list_tools(CONTEXT)]
+    first = [t.name for t in await source.list_tools(MCP_CONTEXT)]
     assert "append_entry" in first
     # Another session's attempt on this worker lists a server that changed.
     Path(f"{ledger}.hidden").write_text("append_entry\n")
