@@ -9,7 +9,6 @@ every recorded one keeps replaying, and a fresh one is replayed each run.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
@@ -21,43 +20,13 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, SessionPlugin, create_worker
 from support import hot_agent
 from support.claude_rig import ClaudeRig
+from support.history import marked_in_first_task, patch_markers
 
 pytestmark = pytest.mark.timeout(180)
 
 HOT = Path(__file__).parents[1] / "histories" / "hot"
 REFUND = 'dex-script: call create_refund {"orderId": "7"}'
 _LABEL = os.environ.get("DEX_AGENTS_RECORD_HISTORIES", "")
-_PATCH_MARKER = "core_patch"
-"""The marker name Temporal gives a `workflow.patched()` answer."""
-
-
-def _patches(history: WorkflowHistory) -> list[str]:
-    """The patch IDs the history's markers record."""
-    found: list[str] = []
-    for event in history.events:
-        if event.marker_recorded_event_attributes.marker_name == _PATCH_MARKER:
-            for payload in event.marker_recorded_event_attributes.details[
-                "patch-data"
-            ].payloads:
-                patch = json.loads(payload.data).get("id")
-                if isinstance(patch, str) and patch not in found:
-                    found.append(patch)
-    return found
-
-
-def _marked_in_first_task(history: WorkflowHistory) -> bool:
-    """Whether the history's one patch marker is a command of its first workflow task."""
-    completed = [
-        e.event_id
-        for e in history.events
-        if e.HasField("workflow_task_completed_event_attributes")
-    ]
-    markers = [
-        e.event_id
-        for e in history.events
-        if e.marker_recorded_event_attributes.marker_name == _PATCH_MARKER
-    ]
-    return len(markers) == 1 and completed[0] < markers[0] < completed[1]
 
 
 def _parked_queues(history: WorkflowHistory, flow_queue: str) -> set[str]:
@@ -102,8 +71,8 @@ async def test_hot_resumed_sessions_replay(
             text = history.to_json()
             # It took the new path: the run began patched, and its resumed
             # segment went to the parking worker's own queue.
-            assert _patches(history) == ["patches-at-start"]
-            assert _marked_in_first_task(history)
+            assert patch_markers(history) == ["patches-at-start"]
+            assert marked_in_first_task(history)
             assert _parked_queues(history, flow.task_queue)
             recorded[name] = history
             if _LABEL:

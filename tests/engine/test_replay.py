@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import uuid
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, SessionPlugin, create_worker
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.history import marked_in_first_task, patch_markers
 from support.session_harness import ledger_config
 from support.webhook_receiver import Receiver, receiver
 
@@ -63,19 +65,18 @@ def _flow(tmp_path: Path, webhook_url: str = "http://127.0.0.1:9/replay-only"):
 _LABEL = os.environ.get("DEX_AGENTS_RECORD_HISTORIES", "")
 
 
-@pytest.mark.skipif(
-    not _LABEL, reason="records histories only when DEX_AGENTS_RECORD_HISTORIES=<label>"
-)
-async def test_record_histories(
+async def _scenario_histories(
     client: Client, tmp_path: Path, receiver: Receiver
-) -> None:
+) -> dict[str, WorkflowHistory]:
+    """Every scenario, run fresh on the current code: its history by name."""
     flow = _flow(tmp_path, receiver.url)
     gates = tmp_path / "gates"
     store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)
+    histories: dict[str, WorkflowHistory] = {}
     async with create_worker(client, [flow], store=store):
         for name, prompts in {**SCENARIOS, **LATER_SCENARIOS}.items():
-            sid = f"replay-{name}-{os.getpid()}"
+            sid = f"replay-{name}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
             await sessions.start(sid)
             for prompt in prompts:
                 await sessions.send_user_message(sid, prompt)
@@ -90,9 +91,33 @@ async def test_record_histories(
                     await sessions.wait_for_idle(sid)
             if name == "ended":
                 await sessions.end(sid, reason="recorded")
-            history = await client.get_workflow_handle(sid).fetch_history()
-            (HISTORIES / f"{name}.{_LABEL}.json").write_text(history.to_json())
+            histories[name] = await client.get_workflow_handle(sid).fetch_history()
     await store.close()
+    return histories
+
+
+@pytest.mark.skipif(
+    not _LABEL, reason="records histories only when DEX_AGENTS_RECORD_HISTORIES=<label>"
+)
+async def test_record_histories(
+    client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    for name, history in (
+        await _scenario_histories(client, tmp_path, receiver)
+    ).items():
+        (HISTORIES / f"{name}.{_LABEL}.json").write_text(history.to_json())
+
+
+async def test_a_new_run_marks_one_patch_in_its_first_task(
+    client: Client, tmp_path: Path, receiver: Receiver
+) -> None:
+    # Every scenario asks its patches (a tool Step's attempts, a turn's start, a
+    # spent budget, a notified approval) on current code: one marker, at the start.
+    for name, history in (
+        await _scenario_histories(client, tmp_path, receiver)
+    ).items():
+        assert patch_markers(history) == ["patches-at-start"], name
+        assert marked_in_first_task(history), name
 
 
 async def _answer(

@@ -18,6 +18,7 @@ from dex_agents.session._json import JsonObject
 from dex_agents.stores._memory import InMemoryRuntimeStore
 from dex_agents.stores._postgres import _chain
 from dex_agents.stores._protocols import BlobConflictError
+from dex_agents.stores._rules import MESSAGES
 from dex_agents.stores._sqlite import _CHAIN
 from support.store_backends import Backend, assert_conformance_catches, msg
 
@@ -199,9 +200,10 @@ async def _sqlite_file_from_before_blobs_and_turns(
             " NULL, parent_id TEXT, body TEXT NOT NULL, created_at REAL NOT NULL,"
             " PRIMARY KEY (session_id, segment_id))"
         )
-        conn.execute("INSERT INTO segments VALUES ('s1', 'root', NULL, '[]', 0)")
+        body = MESSAGES.dump_json([msg("kept")]).decode()
+        conn.execute("INSERT INTO segments VALUES ('s1', 'root', NULL, ?, 0)", (body,))
         conn.commit()
-    return []
+    return [msg("kept")]
 
 
 async def _postgres_tables_from_before_blobs_and_turns(

@@ -1,10 +1,14 @@
-"""What a session's history holds once the session has nothing in flight."""
+"""What a session's history holds: its length once nothing is in flight, its patch markers."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowHistory
+
+PATCH_MARKER = "core_patch"
+"""The marker name Temporal gives a `workflow.patched()` answer."""
 
 
 async def settled_history_length(
@@ -24,3 +28,32 @@ async def settled_history_length(
             if not raw.HasField("pending_workflow_task") and not raw.pending_activities:
                 return raw.workflow_execution_info.history_length
             await asyncio.sleep(0.01)
+
+
+def patch_markers(history: WorkflowHistory) -> list[str]:
+    """The patch IDs the history's markers record, in order, each once."""
+    found: list[str] = []
+    for event in history.events:
+        attributes = event.marker_recorded_event_attributes
+        if attributes.marker_name != PATCH_MARKER:
+            continue  # (reading `details[...]` of another marker would add the key)
+        for payload in attributes.details["patch-data"].payloads:
+            patch = json.loads(payload.data).get("id")
+            if isinstance(patch, str) and patch not in found:
+                found.append(patch)
+    return found
+
+
+def marked_in_first_task(history: WorkflowHistory) -> bool:
+    """Whether the history's one patch marker is a command of its first workflow task."""
+    completed = [
+        e.event_id
+        for e in history.events
+        if e.HasField("workflow_task_completed_event_attributes")
+    ]
+    markers = [
+        e.event_id
+        for e in history.events
+        if e.marker_recorded_event_attributes.marker_name == PATCH_MARKER
+    ]
+    return len(markers) == 1 and completed[0] < markers[0] < completed[1]

@@ -127,8 +127,19 @@ turns. A run started on this release or later answers every patch above from
 this one marker, written in its first workflow task; a run started before it
 (no marker at its start) asks each patch where it always did, so its history
 replays unchanged. A patch added after this one is asked with
-`workflow.patched()` as before.
+`workflow.patched()` as before: answering it from this one would skip its
+marker in runs that began patched, and they would not replay.
 """
+_PATCHES_BEFORE_START = frozenset(
+    {
+        _PATCH_RECORD_ATTEMPTS,
+        _PATCH_NO_START_PUBLISH,
+        _PATCH_BUDGET_PAUSE,
+        _PATCH_NOTIFY,
+        _PATCH_HOT_RESUME,
+    }
+)
+"""The patches `_PATCH_AT_START` stands for; never add one."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -188,8 +199,16 @@ class AgentSessionWorkflow:
         self._patched_at_start = workflow.patched(_PATCH_AT_START)
         """Whether the patches before `_PATCH_AT_START` hold for this run (see it)."""
 
-    def _patched(self, patch_id: str) -> bool:
-        """`workflow.patched(patch_id)`, answered at once in a run that began patched."""
+    def _patched_before_start(self, patch_id: str) -> bool:
+        """`workflow.patched(patch_id)` of a patch before `_PATCH_AT_START`.
+
+        Answered at once in a run that began patched; a later patch is a bug here.
+        """
+        if patch_id not in _PATCHES_BEFORE_START:
+            raise RuntimeError(
+                f"patch {patch_id!r} came after {_PATCH_AT_START!r}: ask it with "
+                "`workflow.patched()`"
+            )
         return self._patched_at_start or workflow.patched(patch_id)
 
     # ----- RPCs ---------------------------------------------------------------
@@ -503,7 +522,7 @@ class AgentSessionWorkflow:
                 continue  # the session ended instead of continuing as new
             if self.state.active is None:
                 self._start_turn()
-                if not self._patched(_PATCH_NO_START_PUBLISH):
+                if not self._patched_before_start(_PATCH_NO_START_PUBLISH):
                     await self._publish()
             await self._drive()
 
@@ -554,9 +573,9 @@ class AgentSessionWorkflow:
 
     def _budget_pauses(self) -> bool:
         """Whether a spent budget pauses the turn (asked only once it is spent)."""
-        return not _turns.budget_spent(self.state, self.options) or self._patched(
-            _PATCH_BUDGET_PAUSE
-        )
+        return not _turns.budget_spent(
+            self.state, self.options
+        ) or self._patched_before_start(_PATCH_BUDGET_PAUSE)
 
     def _apply(self, transition: _turns.Transition) -> _turns.Step | None:
         """Take a transition's state and events in; return the Step it asks for."""
@@ -659,7 +678,7 @@ class AgentSessionWorkflow:
         if (
             outcome.kind == "tool_calls_requested"
             and outcome.parked_on is not None
-            and self._patched(_PATCH_HOT_RESUME)
+            and self._patched_before_start(_PATCH_HOT_RESUME)
         ):
             self._parked = Parked(
                 queue=outcome.parked_on,
@@ -718,12 +737,12 @@ class AgentSessionWorkflow:
                 timeout=step.timeout,
                 attempts=step.attempts,
             )
-            counted = self._patched(_PATCH_RECORD_ATTEMPTS)
+            counted = self._patched_before_start(_PATCH_RECORD_ATTEMPTS)
             recorded = out.recorded_in(
                 self.state, attempts=out.attempt if counted else 0
             )
         except ActivityError as err:
-            counted = self._patched(_PATCH_RECORD_ATTEMPTS)
+            counted = self._patched_before_start(_PATCH_RECORD_ATTEMPTS)
             attempts = _failed_attempts(err, step.attempts) if counted else 0
             recorded = _turns.record_unknown_outcome(
                 self.state, error=_failure_text(err), attempts=attempts
@@ -806,7 +825,9 @@ class AgentSessionWorkflow:
 
     def _notifies(self) -> bool:
         """Whether this session sends notifications (a patch: none before 0.2)."""
-        return self.options.on_interrupt is not None and self._patched(_PATCH_NOTIFY)
+        return self.options.on_interrupt is not None and self._patched_before_start(
+            _PATCH_NOTIFY
+        )
 
     def _notify(self, kind: NotificationKind, interrupt_id: str) -> None:
         """Start the notification Step of `interrupt_id`; the session does not wait for it.
