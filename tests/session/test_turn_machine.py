@@ -106,6 +106,28 @@ EMAIL = ToolCall(
 # ----- drivers: what the workflow does between transitions --------------------
 
 
+def _retried_step(call: ToolCall, timeout: timedelta, *, attempts: int) -> CallToolStep:
+    """The first turn's tool Step for `call`, retried up to `attempts`."""
+    return CallToolStep(
+        turn_id="turn-1",
+        call=call,
+        tool_step="call_tool",
+        attempts=attempts,
+        timeout=timeout,
+    )
+
+
+def _single_attempt_step(call: ToolCall, timeout: timedelta) -> CallToolStep:
+    """The first turn's tool Step for `call`, which may run only once."""
+    return CallToolStep(
+        turn_id="turn-1",
+        call=call,
+        tool_step="call_single_attempt_tool",
+        attempts=1,
+        timeout=timeout,
+    )
+
+
 def queued(*texts: str, state: SessionState | None = None) -> SessionState:
     """`state` (a new session by default) with `texts` sent, one Update each."""
     state = state or starting_state(None, session_id="s1")
@@ -449,13 +471,7 @@ def test_a_call_without_approval_runs_in_a_retried_tool_step() -> None:
 
     moved = advance(state, OPTIONS, now=NOW)
 
-    call = CallToolStep(
-        turn_id="turn-1",
-        call=READ,
-        tool_step="call_tool",
-        attempts=3,
-        timeout=timedelta(minutes=10),
-    )
+    call = _retried_step(READ, timedelta(minutes=10), attempts=3)
     assert moved.step == call
     assert step_execution_id(call) == "turn-1/call_tool/call-read"
     assert moved.state.active == replace(turn(state), phase="execute")
@@ -471,23 +487,11 @@ def test_a_tool_source_sets_the_attempts_and_limit_of_its_calls() -> None:
         step_timeout_seconds=30.0,
     )
     moved = advance(at_calls(sourced), OPTIONS, now=NOW)
-    assert moved.step == CallToolStep(
-        turn_id="turn-1",
-        call=sourced,
-        tool_step="call_tool",
-        attempts=5,
-        timeout=timedelta(seconds=30),
-    )
+    assert moved.step == _retried_step(sourced, timedelta(seconds=30), attempts=5)
     # A single-attempt Step stays single whatever the source asks for.
     state = resolved(waiting(write), approved=True)
     step = advance(settle_approval(state).state, OPTIONS, now=NOW).step
-    assert step == CallToolStep(
-        turn_id="turn-1",
-        call=write,
-        tool_step="call_single_attempt_tool",
-        attempts=1,
-        timeout=timedelta(seconds=30),
-    )
+    assert step == _single_attempt_step(write, timedelta(seconds=30))
 
 
 def test_a_call_that_needs_approval_opens_an_interrupt_with_a_deadline() -> None:
@@ -585,13 +589,7 @@ def test_an_approved_call_goes_to_execute() -> None:
         ),
         step=PublishStep(),
     )
-    execute = CallToolStep(
-        turn_id="turn-1",
-        call=REFUND,
-        tool_step="call_single_attempt_tool",
-        attempts=1,
-        timeout=timedelta(minutes=10),
-    )
+    execute = _single_attempt_step(REFUND, timedelta(minutes=10))
     assert advance(settled.state, OPTIONS, now=NOW).step == execute
     assert step_execution_id(execute) == "turn-1/call_single_attempt_tool/call-refund"
 
@@ -1015,12 +1013,8 @@ def test_continue_as_new_while_an_approval_waits_picks_up_the_same_interrupt() -
     settled = settle_approval(resolved(after, approved=True))
     assert settled.state.active is not None
     assert settled.state.active.phase == "execute"
-    assert advance(settled.state, OPTIONS, now=later).step == CallToolStep(
-        turn_id="turn-1",
-        call=REFUND,
-        tool_step="call_single_attempt_tool",
-        attempts=1,
-        timeout=timedelta(minutes=10),
+    assert advance(settled.state, OPTIONS, now=later).step == _single_attempt_step(
+        REFUND, timedelta(minutes=10)
     )
 
 
