@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest_asyncio
 from temporalio.client import Client
+from temporalio.service import RPCError
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
@@ -189,6 +190,30 @@ async def serve_ledger(
             gate_dir=Path(config.gate_dir),
         )
     await store.close()
+
+
+@contextlib.asynccontextmanager
+async def workerless_app(
+    client: Client, tmp_path: Path, flow_type: str, session_id: str
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The app of a ledger flow no worker serves (`worker_timeout` 1 s), and a client of it.
+
+    `session_id`, if the app admitted it, is terminated at the end, so no later
+    worker of the flow type picks it up.
+    """
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    app = create_app(client, [flow], store, tokens=role_tokens(), worker_timeout=1.0)
+    try:
+        async with (
+            serving(app) as server,
+            httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+        ):
+            yield http
+    finally:
+        with contextlib.suppress(RPCError):  # never admitted
+            await client.get_workflow_handle(session_id).terminate()
+        await store.close()
 
 
 @pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]

@@ -12,11 +12,8 @@ from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
-from dex_agents.testing._ledger_flow import ledger_flow
 from dex_agents.web import create_app
-from dex_agents.web._server import serving
-from support.session_harness import ledger_config
-from support.web_rig import WebRig, bearer, role_tokens
+from support.web_rig import WebRig, bearer, role_tokens, workerless_app
 
 REFUND = 'call create_refund {"orderId": "7"}'
 
@@ -380,20 +377,8 @@ async def test_a_turn_over_the_wait_limit_is_504(rig: WebRig) -> None:
 
 async def test_no_worker_is_503(client: Client, tmp_path: Path, flow_type: str) -> None:
     # A flow nobody serves: the start is admitted but no worker takes it.
-    flow = ledger_flow(ledger_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    app = create_app(
-        client,
-        [flow],
-        store,
-        tokens=role_tokens(),
-        worker_timeout=1.0,
-    )
-    async with (
-        serving(app) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
-    ):
-        sid = "api-no-worker-7f3a"
+    sid = "api-no-worker-7f3a"
+    async with workerless_app(client, tmp_path, flow_type, sid) as http:
         started = await http.post(
             "/api/sessions",
             json={"session_id": sid, "message": "say hi"},
@@ -411,9 +396,6 @@ async def test_no_worker_is_503(client: Client, tmp_path: Path, flow_type: str) 
             f"/api/sessions/{sid}/end", json={"force": True}, headers=bearer("admin")
         )
         assert error_of(ended) == (503, "no_worker")
-    # Clean up the admitted session so no later worker of this flow type picks it up.
-    await client.get_workflow_handle(sid).terminate()
-    await store.close()
 
 
 async def test_openapi_schema_is_served_and_names_every_endpoint(rig: WebRig) -> None:

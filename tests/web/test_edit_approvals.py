@@ -25,12 +25,8 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
 )
 from test_pages import csrf_of, sign_in
 
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.testing._ledger_flow import ledger_flow
-from dex_agents.web import create_app
-from dex_agents.web._server import serving
 from support.session_harness import ledger_config
-from support.web_rig import WebRig, bearer, role_tokens, serve_ledger
+from support.web_rig import WebRig, bearer, serve_ledger, workerless_app
 
 REFUND = 'call create_refund {"orderId": "7"}'
 
@@ -149,20 +145,8 @@ async def test_a_refused_edit_is_422_naming_the_field_and_the_call_still_waits(
 async def test_an_edit_with_no_worker_is_503_and_never_recorded(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(ledger_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    app = create_app(
-        client,
-        [flow],
-        store,
-        tokens=role_tokens(),
-        worker_timeout=1.0,
-    )
-    async with (
-        serving(app) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
-    ):
-        sid = "edit-no-worker-3c1d"
+    sid = "edit-no-worker-3c1d"
+    async with workerless_app(client, tmp_path, flow_type, sid) as http:
         await http.post(
             "/api/sessions",
             json={"session_id": sid, "message": REFUND},
@@ -176,8 +160,6 @@ async def test_an_edit_with_no_worker_is_503_and_never_recorded(
         assert answer.status_code == 503, answer.text
         assert answer.json()["error"]["code"] == "no_worker"
         assert "nothing was recorded" in answer.json()["error"]["message"]
-        await client.get_workflow_handle(sid).terminate()
-    await store.close()
 
 
 async def test_the_plain_edit_form_approves_and_the_page_shows_both_inputs(

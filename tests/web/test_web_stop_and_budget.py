@@ -23,13 +23,9 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
 )
 from test_pages import csrf_of, sign_in
 
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.testing._ledger_flow import ledger_flow
-from dex_agents.web import create_app
-from dex_agents.web._server import serving
 from dex_agents.web._tokens import Role
 from support.session_harness import ledger_config
-from support.web_rig import ROLE_TOKENS, WebRig, bearer, role_tokens, serve_ledger
+from support.web_rig import ROLE_TOKENS, WebRig, bearer, serve_ledger, workerless_app
 
 REFUND = 'call create_refund {"orderId": "7"}'
 SPENT = "spend limit reached: 0.0020 of 0.0015 USD spent"
@@ -151,20 +147,8 @@ async def test_cancel_needs_the_chat_role_and_a_refusal_changes_nothing(
 async def test_cancel_with_no_worker_is_503_and_nothing_changes(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(ledger_config(tmp_path, flow_type))
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    app = create_app(
-        client,
-        [flow],
-        store,
-        tokens=role_tokens(),
-        worker_timeout=1.0,
-    )
-    async with (
-        serving(app) as server,
-        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
-    ):
-        sid = "cancel-no-worker-7b2e"
+    sid = "cancel-no-worker-7b2e"
+    async with workerless_app(client, tmp_path, flow_type, sid) as http:
         await http.post(
             "/api/sessions",
             json={"session_id": sid, "message": "say hi"},
@@ -173,8 +157,6 @@ async def test_cancel_with_no_worker_is_503_and_nothing_changes(
         answer = await http.post(cancel_path(sid), headers=bearer("chat"))
         assert answer.status_code == 503, answer.text
         assert answer.json()["error"]["code"] == "no_worker"
-        await client.get_workflow_handle(sid).terminate()
-    await store.close()
 
 
 async def test_the_plain_stop_form_stops_the_turn(rig: WebRig) -> None:
