@@ -192,6 +192,25 @@ async def serve_ledger(
     await store.close()
 
 
+def approve_path(sid: str, interrupt_id: str) -> str:
+    """The API path that approves `interrupt_id` of session `sid`."""
+    return f"/api/sessions/{sid}/approvals/{interrupt_id}/approve"
+
+
+async def idle_stream(
+    http: httpx.AsyncClient, path: str, after: int = 0
+) -> list[dict[str, Any]]:
+    """An event stream's items after `after`, to its next idle point (as SSE sends them)."""
+    async with http.stream(
+        "GET", f"{path}?until=idle&after={after}", headers=bearer("read")
+    ) as stream:
+        return [
+            json.loads(line[6:])
+            async for line in stream.aiter_lines()
+            if line.startswith("data: ")
+        ]
+
+
 @contextlib.asynccontextmanager
 async def workerless_app(
     client: Client, tmp_path: Path, flow_type: str, session_id: str

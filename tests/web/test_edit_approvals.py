@@ -7,11 +7,9 @@ Against the real app, server and worker (the suite's `rig`); the page's
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -26,29 +24,16 @@ from test_browser import (  # noqa: F401  (`browser` is the fixture)
 from test_pages import csrf_of, sign_in
 
 from support.session_harness import ledger_config
-from support.web_rig import WebRig, bearer, serve_ledger, workerless_app
+from support.web_rig import (
+    WebRig,
+    approve_path,
+    bearer,
+    idle_stream,
+    serve_ledger,
+    workerless_app,
+)
 
 REFUND = 'call create_refund {"orderId": "7"}'
-
-
-def approve_path(sid: str, interrupt_id: str) -> str:
-    return f"/api/sessions/{sid}/approvals/{interrupt_id}/approve"
-
-
-async def events_of(
-    http: httpx.AsyncClient, sid: str, after: int = 0
-) -> list[dict[str, Any]]:
-    """The session's events after `after`, to its next idle point (as SSE sends them)."""
-    async with http.stream(
-        "GET",
-        f"/api/sessions/{sid}/events?until=idle&after={after}",
-        headers=bearer("read"),
-    ) as stream:
-        return [
-            json.loads(line[6:])
-            async for line in stream.aiter_lines()
-            if line.startswith("data: ")
-        ]
 
 
 async def test_approve_with_an_edited_input_runs_it_and_records_both(
@@ -82,11 +67,13 @@ async def test_approve_with_an_edited_input_runs_it_and_records_both(
     assert call["edit"]["original_arguments"] == {"orderId": "7"}
     assert call["edit"]["edited_by"] == "approver"
     # The stream stops at the approval request (an idle point): read on from it.
-    asked = await events_of(rig.http, sid)
+    asked = await idle_stream(rig.http, f"/api/sessions/{sid}/events")
     assert asked[-1]["type"] == "interrupt_created"
     (resolved,) = [
         e["data"]
-        for e in await events_of(rig.http, sid, after=asked[-1]["cursor"])
+        for e in await idle_stream(
+            rig.http, f"/api/sessions/{sid}/events", after=asked[-1]["cursor"]
+        )
         if e["type"] == "interrupt_resolved"
     ]
     resolved.pop("timestamp", None)

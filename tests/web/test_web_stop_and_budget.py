@@ -7,10 +7,8 @@ the real browser the browser tests use.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -25,7 +23,15 @@ from test_pages import csrf_of, sign_in
 
 from dex_agents.web._tokens import Role
 from support.session_harness import ledger_config
-from support.web_rig import ROLE_TOKENS, WebRig, bearer, serve_ledger, workerless_app
+from support.web_rig import (
+    ROLE_TOKENS,
+    WebRig,
+    approve_path,
+    bearer,
+    idle_stream,
+    serve_ledger,
+    workerless_app,
+)
 
 REFUND = 'call create_refund {"orderId": "7"}'
 SPENT = "spend limit reached: 0.0020 of 0.0015 USD spent"
@@ -33,24 +39,6 @@ SPENT = "spend limit reached: 0.0020 of 0.0015 USD spent"
 
 def cancel_path(sid: str) -> str:
     return f"/api/sessions/{sid}/cancel"
-
-
-def approve_path(sid: str, interrupt_id: str) -> str:
-    return f"/api/sessions/{sid}/approvals/{interrupt_id}/approve"
-
-
-async def stream_of(
-    http: httpx.AsyncClient, path: str, after: int = 0
-) -> list[dict[str, Any]]:
-    """An event stream's items after `after`, to its next idle point."""
-    async with http.stream(
-        "GET", f"{path}?until=idle&after={after}", headers=bearer("read")
-    ) as stream:
-        return [
-            json.loads(line[6:])
-            async for line in stream.aiter_lines()
-            if line.startswith("data: ")
-        ]
 
 
 # -- stopping a turn ------------------------------------------------------------
@@ -77,14 +65,14 @@ async def test_post_cancel_stops_a_running_turn_and_is_false_when_none_runs(
         "t0 t1 t2 t3 ",
     )
     # The live stream ends the turn with `turn_cancelled`, an idle point.
-    events = await stream_of(rig.http, f"/api/sessions/{sid}/events")
+    events = await idle_stream(rig.http, f"/api/sessions/{sid}/events")
     assert events[-1]["type"] == "turn_cancelled"
     assert {k: events[-1]["data"][k] for k in ("reason", "cancelled_by")} == {
         "reason": "wrong way",
         "cancelled_by": "chatter",
     }
     # AG-UI: the run finished, cancelled (a person's Stop is not an error).
-    runs = await stream_of(rig.http, f"/api/sessions/{sid}/events/ag-ui")
+    runs = await idle_stream(rig.http, f"/api/sessions/{sid}/events/ag-ui")
     assert runs[0]["type"] == "RUN_STARTED"
     assert runs[-1]["type"] == "RUN_FINISHED"
     assert runs[-1]["outcome"] == {"type": "cancelled"}
@@ -238,7 +226,7 @@ async def test_approve_with_new_spend_limit_through_the_api(budgeted: WebRig) ->
         e for e in await rig.sessions.events(sid) if e.type == "interrupt_created"
     ]
     assert created.data["kind"] == "budget"
-    runs = await stream_of(
+    runs = await idle_stream(
         rig.http, f"/api/sessions/{sid}/events/ag-ui", after=created.cursor - 1
     )
     (asked,) = runs
