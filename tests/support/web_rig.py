@@ -19,6 +19,7 @@ from temporalio.service import RPCError
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.temporal._flow import AgentSessionFlow
+from dex_agents.temporal._snapshot import AgentSnapshot
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 from dex_agents.web import create_app
@@ -88,6 +89,28 @@ class WebRig:
         snapshot = await self.sessions.wait_for_idle(session_id)
         (interrupt,) = snapshot.pending_interrupts
         return interrupt.interrupt_id
+
+    async def approved_over_api(
+        self, session_id: str, interrupt_id: str, body: dict[str, Any] | None = None
+    ) -> AgentSnapshot:
+        """Approve over the API as the approver (with `body`); the snapshot once idle.
+
+        The answer must say the approver resolved it through the engine at once.
+        """
+        approved = await self.http.post(
+            f"/api/sessions/{session_id}/approvals/{interrupt_id}/approve",
+            json=body,
+            headers=bearer("approve"),
+        )
+        assert approved.status_code == 200, approved.text
+        assert approved.json() == {
+            "interrupt_id": interrupt_id,
+            "approved": True,
+            "by": "approver",
+            "resolved": True,
+            "recorded": False,
+        }
+        return await self.sessions.wait_for_idle(session_id)
 
     async def listed_approval(self, session_id: str, timeout: float = 30.0) -> None:
         """Wait until the store's projection lists the session as waiting."""

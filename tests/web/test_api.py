@@ -132,19 +132,7 @@ async def test_approvals_list_approve_and_the_recorded_approver(rig: WebRig) -> 
     assert approval["deadline"] is None
     assert approval["age_seconds"] >= 0
 
-    approved = await rig.http.post(
-        f"/api/sessions/{sid}/approvals/{interrupt_id}/approve",
-        headers=bearer("approve"),
-    )
-    assert approved.status_code == 200
-    assert approved.json() == {
-        "interrupt_id": interrupt_id,
-        "approved": True,
-        "by": "approver",
-        "resolved": True,
-        "recorded": False,
-    }
-    snapshot = await rig.sessions.wait_for_idle(sid)
+    snapshot = await rig.approved_over_api(sid, interrupt_id)
     assert snapshot.turns[-1].final_text == "done: create_refund=refunded order 7"
     assert rig.ledger.count("create_refund") == 1
 

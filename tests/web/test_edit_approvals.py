@@ -42,20 +42,9 @@ async def test_approve_with_an_edited_input_runs_it_and_records_both(
     sid = rig.session_id("edit-api")
     await rig.sessions.start(sid, initial_message=REFUND)
     interrupt_id = await rig.pending(sid)
-    approved = await rig.http.post(
-        approve_path(sid, interrupt_id),
-        json={"edited_input": {"orderId": "8"}},
-        headers=bearer("approve"),
+    snapshot = await rig.approved_over_api(
+        sid, interrupt_id, {"edited_input": {"orderId": "8"}}
     )
-    assert approved.status_code == 200, approved.text
-    assert approved.json() == {
-        "interrupt_id": interrupt_id,
-        "approved": True,
-        "by": "approver",
-        "resolved": True,
-        "recorded": False,
-    }
-    snapshot = await rig.sessions.wait_for_idle(sid)
     assert snapshot.turns[-1].final_text.startswith(
         "done: create_refund=refunded order 8"
     )

@@ -255,20 +255,7 @@ async def test_approve_with_new_spend_limit_through_the_api(budgeted: WebRig) ->
     snapshot = await rig.sessions.snapshot(sid)
     assert snapshot.status == "budget_reached"
 
-    approved = await rig.http.post(
-        approve_path(sid, interrupt_id),
-        json={"new_spend_limit": 0.01},
-        headers=bearer("approve"),
-    )
-    assert approved.status_code == 200, approved.text
-    assert approved.json() == {
-        "interrupt_id": interrupt_id,
-        "approved": True,
-        "by": "approver",
-        "resolved": True,
-        "recorded": False,
-    }
-    snapshot = await rig.sessions.wait_for_idle(sid)
+    snapshot = await rig.approved_over_api(sid, interrupt_id, {"new_spend_limit": 0.01})
     assert (snapshot.turns[-1].status, snapshot.turns[-1].final_text) == (
         "completed",
         "said: three",
