@@ -31,11 +31,10 @@ from support.cli_harness import (
     DEX_AGENTS,
     Served,
     Term,
-    agent_env,
     assert_one_line_error,
     invoke,
     ledger_worker,
-    spawn,
+    spawn_chat,
 )
 from support.session_harness import ledger_config
 
@@ -365,21 +364,6 @@ async def test_reject_declines_a_new_limit_and_spend_limit_is_refused_for_a_tool
 # -- the chat -------------------------------------------------------------------
 
 
-def _chat(engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str) -> Term:
-    return spawn(
-        [
-            "chat",
-            *args,
-            "--state-dir",
-            str(engine.state_dir),
-            "--store",
-            str(tmp_path / "runtime.sqlite"),
-        ],
-        agent_env(tmp_path, flow_type),
-        tmp_path,
-    )
-
-
 async def test_ctrl_c_in_the_chat_stops_the_turn_and_the_next_message_is_answered(
     engine: EmbeddedEngine,
     tmp_path: Path,
@@ -387,7 +371,7 @@ async def test_ctrl_c_in_the_chat_stops_the_turn_and_the_next_message_is_answere
     cli_worker: Term,
 ) -> None:
     sid = f"chat-stop-{RUN}"
-    chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
+    chat = spawn_chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
     chat.expect("you › ")
     chat.sendline("stream 6 ;; pause held")
     chat.expect(re.escape("agent › t0 t1 t2 t3"))
@@ -425,7 +409,7 @@ async def test_a_second_ctrl_c_leaves_while_the_turn_stops(
     cli_worker: Term,
 ) -> None:
     sid = f"chat-stop-leave-{RUN}"
-    chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
+    chat = spawn_chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
     chat.expect("you › ")
     # The refund's Step holds at a gate: a cancel waits for it to finish.
     chat.sendline('call create_refund {"orderId": "4", "gate": "write"}')
@@ -439,7 +423,7 @@ async def test_a_second_ctrl_c_leaves_while_the_turn_stops(
     assert chat.wait_exit() == 0
 
     (tmp_path / "gates" / "write").write_text("")
-    back = _chat(engine, tmp_path, flow_type, sid)
+    back = spawn_chat(engine, tmp_path, flow_type, sid)
     # Come back: the turn has stopped, or stops while the chat replays it.
     back.expect(r"■ the turn was cancelled|■ stopped turn-1")
     back.expect("you › ")
@@ -456,7 +440,7 @@ async def test_a_cancel_from_another_terminal_closes_the_chat_card(
     cli_worker: Term,
 ) -> None:
     sid = f"chat-card-cancelled-{RUN}"
-    chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
+    chat = spawn_chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
     chat.expect("you › ")
     chat.sendline('call create_refund {"orderId": "5"}')
     chat.expect(re.escape("approve or reject? [a/r]"))
@@ -496,7 +480,7 @@ async def test_the_chat_asks_for_a_new_spend_limit_and_asks_again_on_bad_input(
     budget_worker: Term,
 ) -> None:
     sid = f"chat-budget-{RUN}"
-    chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "budget_agents:flow")
+    chat = spawn_chat(engine, tmp_path, flow_type, sid, "--agent", "budget_agents:flow")
     chat.expect("you › ")
     for word in ("one", "two"):
         chat.sendline(f"say {word}")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dex_agents.temporal import EmbeddedEngine
-from support.cli_harness import Term, agent_env, spawn
+from support.cli_harness import Term, spawn_chat
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
@@ -22,19 +22,8 @@ async def test_the_chat_shows_a_failed_and_an_unknown_outcome_with_their_errors(
     flow_type: str,
     cli_worker: Term,
 ) -> None:
-    chat = spawn(
-        [
-            "chat",
-            f"chat-outcomes-{RUN}",
-            "--agent",
-            "agents:flow",
-            "--state-dir",
-            str(engine.state_dir),
-            "--store",
-            str(tmp_path / "runtime.sqlite"),
-        ],
-        agent_env(tmp_path, flow_type),
-        tmp_path,
+    chat = spawn_chat(
+        engine, tmp_path, flow_type, f"chat-outcomes-{RUN}", "--agent", "agents:flow"
     )
     chat.expect("you › ")
 

@@ -24,10 +24,9 @@ from dex_agents.testing._ledger_flow import ledger_flow
 from support.cli_harness import (
     Served,
     Term,
-    agent_env,
     assert_one_line_error,
     invoke,
-    spawn,
+    spawn_chat,
 )
 from support.session_harness import ledger_config
 
@@ -207,19 +206,8 @@ async def test_the_chat_edits_an_approval_and_a_refused_edit_is_kept_to_fix(
     flow_type: str,
     cli_worker: Term,
 ) -> None:
-    chat = spawn(
-        [
-            "chat",
-            f"chat-edit-{RUN}",
-            "--agent",
-            "agents:flow",
-            "--state-dir",
-            str(engine.state_dir),
-            "--store",
-            str(tmp_path / "runtime.sqlite"),
-        ],
-        agent_env(tmp_path, flow_type),
-        tmp_path,
+    chat = spawn_chat(
+        engine, tmp_path, flow_type, f"chat-edit-{RUN}", "--agent", "agents:flow"
     )
     chat.expect("you › ")
     chat.sendline('call create_refund {"orderId": "7"}')

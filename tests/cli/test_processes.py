@@ -17,7 +17,7 @@ from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
-from support.cli_harness import Term, agent_env, invoke, spawn
+from support.cli_harness import Term, agent_env, invoke, spawn, spawn_chat
 from support.session_harness import ledger_config
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
@@ -108,21 +108,6 @@ async def test_worker_serves_the_agent_on_a_running_server(
     assert cli_worker.wait_exit() == 0
 
 
-def _chat(engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str) -> Term:
-    return spawn(
-        [
-            "chat",
-            *args,
-            "--state-dir",
-            str(engine.state_dir),
-            "--store",
-            str(tmp_path / "runtime.sqlite"),
-        ],
-        agent_env(tmp_path, flow_type),
-        tmp_path,
-    )
-
-
 async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     engine: EmbeddedEngine,
     tmp_path: Path,
@@ -130,7 +115,9 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     cli_worker: Term,
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
-    chat = _chat(engine, tmp_path, flow_type, f"c-1-{RUN}", "--agent", "agents:flow")
+    chat = spawn_chat(
+        engine, tmp_path, flow_type, f"c-1-{RUN}", "--agent", "agents:flow"
+    )
     chat.expect("new session")
     chat.expect("you › ")
     chat.sendline('call create_refund {"orderId": "7"}')
@@ -157,7 +144,7 @@ async def test_chat_drives_an_approval_and_shows_it_again_after_leaving(
     assert chat.wait_exit() == 0
 
     # Coming back (no --agent needed) shows the history and asks again.
-    chat = _chat(engine, tmp_path, flow_type, f"c-1-{RUN}")
+    chat = spawn_chat(engine, tmp_path, flow_type, f"c-1-{RUN}")
     chat.expect("history: 1 turn")
     chat.expect(
         re.escape('⚙ create_refund {"orderId": "7"} → finished, approved by ')
@@ -190,7 +177,7 @@ async def test_chat_sends_messages_longer_than_the_inline_limit(
     # Over 2 KiB a message goes to the runtime store and travels by reference:
     # the first one starts the session, the second goes to the running one.
     session_id = f"c-long-{RUN}"
-    chat = _chat(engine, tmp_path, flow_type, session_id, "--agent", "agents:flow")
+    chat = spawn_chat(engine, tmp_path, flow_type, session_id, "--agent", "agents:flow")
     chat.expect("you › ")
     texts = ["long " * 600 + f"{mark}-{RUN}" for mark in ("FIRST", "SECOND")]
     for text in texts:
@@ -217,7 +204,7 @@ async def test_a_chat_card_answered_elsewhere_is_refreshed(
 ) -> None:
     ledger = Ledger(tmp_path / "ledger.jsonl")
     sid = f"c-elsewhere-{RUN}"
-    chat = _chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
+    chat = spawn_chat(engine, tmp_path, flow_type, sid, "--agent", "agents:flow")
     chat.expect("you › ")
     chat.sendline('call create_refund {"orderId": "12"}')
     interrupt_id = chat.expect(r"approval needed (intr_\w+)").group(1)
@@ -244,7 +231,9 @@ async def test_chat_shows_progress_and_ctrl_c_stops_the_turn_then_leaves(
     flow_type: str,
     cli_worker: Term,
 ) -> None:
-    chat = _chat(engine, tmp_path, flow_type, f"c-2-{RUN}", "--agent", "agents:flow")
+    chat = spawn_chat(
+        engine, tmp_path, flow_type, f"c-2-{RUN}", "--agent", "agents:flow"
+    )
     chat.expect("you › ")
     chat.sendline("say slow ;; pause g1")
     chat.expect(r"working \d+s")
@@ -256,7 +245,7 @@ async def test_chat_shows_progress_and_ctrl_c_stops_the_turn_then_leaves(
     chat.expect("bye; come back with")
     assert chat.wait_exit() == 0
 
-    chat = _chat(engine, tmp_path, flow_type, f"c-2-{RUN}")
+    chat = spawn_chat(engine, tmp_path, flow_type, f"c-2-{RUN}")
     chat.expect("■ the turn was cancelled")
     chat.expect("you › ")
     chat.sendline("say again")

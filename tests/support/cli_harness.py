@@ -182,6 +182,24 @@ def spawn(args: list[str], env: dict[str, str], cwd: Path) -> Term:
     return Term(child)
 
 
+def spawn_chat(
+    engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str
+) -> Term:
+    """`dex-agents chat ARGS` on `engine` and the test's store, with the agent's env."""
+    return spawn(
+        [
+            "chat",
+            *args,
+            "--state-dir",
+            str(engine.state_dir),
+            "--store",
+            str(tmp_path / "runtime.sqlite"),
+        ],
+        agent_env(tmp_path, flow_type),
+        tmp_path,
+    )
+
+
 @pytest.fixture
 def no_dex_agents_settings(monkeypatch: pytest.MonkeyPatch) -> None:
     """No developer setting may point a command elsewhere (CLI tests use it for every test)."""
