@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import random
 import sqlite3
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -122,6 +123,18 @@ class Fuzzer:
             quiet_digest(self.client, self.rig.flow.flow_type, self.store_path)
         )
 
+    @staticmethod
+    def app_answered(response: Response) -> bool:
+        """False for a request the HTTP server refused before the app saw it.
+
+        uvicorn answers a request that is not valid HTTP/1.1 (a header value
+        with a byte h11 refuses) with a plain-text 400 of its own.
+        """
+        return not (
+            response.status_code == 400
+            and response.text.strip() == "Invalid HTTP request received."
+        )
+
     def call(self, case: Case, role: Role | None) -> Response:
         self.calls += 1
         headers = {
@@ -166,6 +179,10 @@ class Fuzzer:
         for operation in operations(schema):
             if not include_sse and any(p in operation.path for p in _SSE_PATHS):
                 continue
+            # schemathesis also draws from the global `random` (its dictionaries
+            # and negative mutations): seeded here, so the cases do not depend on
+            # the tests that ran before (derandomize seeds Hypothesis's draws).
+            random.seed(f"{mode.value} {role} {operation.method} {operation.path}")
             strategy = operation.as_strategy(generation_mode=mode)
 
             @settings(
@@ -211,7 +228,8 @@ async def test_refused_requests_write_nothing(rig: WebRig, client: Client) -> No
             case.path,
             response.text,
         )
-        assert set(response.json()) == {"error"}, response.text
+        if fuzzer.app_answered(response):
+            assert set(response.json()) == {"error"}, response.text
 
     def run_all() -> None:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -246,7 +264,7 @@ async def test_fuzzing_with_an_admin_token_finds_no_server_error(
             case.body,
             response.text,
         )
-        if response.status_code >= 400:
+        if response.status_code >= 400 and fuzzer.app_answered(response):
             assert set(response.json()) == {"error"}, response.text
         fuzzer.settle(case, response)
 
@@ -286,6 +304,7 @@ async def test_a_refused_write_by_an_admin_changes_nothing(
         for operation in operations(schema):
             if operation.method.upper() != "POST":
                 continue
+            random.seed(f"edits {operation.method} {operation.path}")  # see `run`
             strategy = operation.as_strategy(
                 generation_mode=GenerationMode.NEGATIVE,
                 path_parameters={"session_id": "fuzz-target"},
