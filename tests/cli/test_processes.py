@@ -17,7 +17,14 @@ from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
-from support.cli_harness import Term, agent_env, invoke, spawn, spawn_chat
+from support.cli_harness import (
+    Term,
+    agent_env,
+    invoke,
+    spawn,
+    spawn_chat,
+    spawn_command,
+)
 from support.session_harness import ledger_config
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
@@ -265,18 +272,8 @@ async def test_events_follow_prints_new_events_until_ctrl_c(
     sessions = await _sessions(client, tmp_path, flow_type)
     await sessions.start(f"e-1-{RUN}", initial_message="say one")
     await sessions.wait_for_idle(f"e-1-{RUN}")
-    follow = spawn(
-        [
-            "events",
-            f"e-1-{RUN}",
-            "--follow",
-            "--state-dir",
-            str(engine.state_dir),
-            "--store",
-            str(tmp_path / "runtime.sqlite"),
-        ],
-        agent_env(tmp_path, flow_type),
-        tmp_path,
+    follow = spawn_command(
+        engine, tmp_path, flow_type, "events", f"e-1-{RUN}", "--follow"
     )
     follow.expect('text_delta +"said: one"')
     follow.expect("turn_completed")

@@ -186,9 +186,16 @@ def spawn_chat(
     engine: EmbeddedEngine, tmp_path: Path, flow_type: str, *args: str
 ) -> Term:
     """`dex-agents chat ARGS` on `engine` and the test's store, with the agent's env."""
+    return spawn_command(engine, tmp_path, flow_type, "chat", *args)
+
+
+def spawn_command(
+    engine: EmbeddedEngine, tmp_path: Path, flow_type: str, command: str, *args: str
+) -> Term:
+    """`dex-agents COMMAND ARGS` on `engine` and the test's store, with the agent's env."""
     return spawn(
         [
-            "chat",
+            command,
             *args,
             "--state-dir",
             str(engine.state_dir),
