@@ -60,9 +60,14 @@ async def _no_cli(rig: ClaudeRig, sid: str, seconds: float = 30) -> None:
             await asyncio.sleep(0.05)
 
 
-async def _model_steps(client: Client, sid: str) -> list[tuple[str, str, str]]:
-    """Each resumed-or-not model Step: (activity ID, task queue, how it ended)."""
-    history = await client.get_workflow_handle(sid).fetch_history()
+async def _model_steps(
+    client: Client, sid: str, run_id: str | None = None
+) -> list[tuple[str, str, str]]:
+    """Each resumed-or-not model Step of a run (the latest by default).
+
+    As (activity ID, task queue, how it ended).
+    """
+    history = await client.get_workflow_handle(sid, run_id=run_id).fetch_history()
     scheduled: dict[int, tuple[str, str]] = {}
     ended: list[tuple[str, str, str]] = []
     for event in history.events:
@@ -184,6 +189,38 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
     await store.close()
 
     assert [s[2] for s in steps] == ["completed", "completed"]
+    ((_, queue, _),) = _parked_steps(steps)
+    assert queue == info.parked_on
+    assert f"answered the parked segment of session {sid} (CLI pid {parked})" in (
+        caplog.text
+    )
+
+
+async def test_a_session_continued_as_new_while_it_waits_still_takes_the_park(
+    claude_rig: ClaudeRig, client: Client, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The first run passes 10 events before its approval wait; the next, started
+    # by continue-as-new while the refund waits, begins below that.
+    flow = hot_agent.build_flow(
+        flow_type="HotAgentContinued", continue_as_new_after_events=10
+    )
+    sid = "hot-approve-continued"
+    caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
+    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
+    async with create_worker(client, [flow], store=store):
+        waiting = await _waiting_refund(claude_rig, client, sid, flow=flow)
+        parked = await _parked_pid(claude_rig, sid)
+        async with asyncio.timeout(30):
+            while (info := await waiting.sessions.engine_info(sid)).runs < 2:
+                await asyncio.sleep(0.05)
+        assert info.parked_on is not None and ".parked." in info.parked_on
+        run_id = (await client.get_workflow_handle(sid).describe()).run_id
+        await waiting.approve()
+        await waiting.refunded_once(client)
+        steps = await _model_steps(client, sid, run_id)
+    await store.close()
+
+    assert [s[2] for s in steps] == ["completed"]
     ((_, queue, _),) = _parked_steps(steps)
     assert queue == info.parked_on
     assert f"answered the parked segment of session {sid} (CLI pid {parked})" in (

@@ -49,6 +49,7 @@ def build_flow(
     window: float | None = None,
     max_parked: int | None = None,
     flow_type: str = "HotAgent",
+    continue_as_new_after_events: int | None = None,
 ) -> AgentSessionFlow:
     """The flow, with the window and limit given or from the environment."""
     if window is None:
@@ -65,6 +66,7 @@ def build_flow(
         AgentSessionOptions(
             hot_resume_window=timedelta(seconds=window),
             max_parked_segments=max_parked,
+            continue_as_new_after_events=continue_as_new_after_events,
         ),
     )
 

@@ -43,6 +43,7 @@ from ..session._turns import (
     step_execution_id,
 )
 from ..session._usage import ModelCallMetadata, Usage
+from ._parked_route import Parked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -317,6 +318,17 @@ class PublishInput(_SessionStepInput):
 
 
 @dataclass(frozen=True, kw_only=True)
+class RunInput(SessionInput):
+    """A run's input: the carried state, and the park of its next segment if any.
+
+    The park crosses continue-as-new with the state, so a decision inside the
+    window still takes it when the session continued as new while it waited.
+    """
+
+    parked: Parked | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class EngineInfo:
     """How the engine runs a session's workflow (the `engine_info` Query)."""
 
@@ -346,6 +358,7 @@ __all__ = [
     "ReleaseParkInput",
     "ResolveInterruptInput",
     "ResumeInput",
+    "RunInput",
     "RunModelInput",
     "RunModelOutput",
     "SessionInput",

@@ -60,9 +60,9 @@ with workflow.unsafe.imports_passed_through():
         NotifyInput,
         ReleaseParkInput,
         ResolveInterruptInput,
+        RunInput,
         RunModelInput,
         RunModelOutput,
-        SessionInput,
         UserMessageInput,
     )
     from ._parked_route import (
@@ -184,7 +184,7 @@ class AgentSessionWorkflow:
     supports_images: ClassVar[bool]
     """Whether the runner has `build_user_message_with_images`, fixed at flow creation."""
 
-    def _setup(self, input: SessionInput) -> None:
+    def _setup(self, input: RunInput) -> None:
         self.state = _turns.starting_state(
             input.state, session_id=workflow.info().workflow_id
         )
@@ -194,8 +194,12 @@ class AgentSessionWorkflow:
         """The ended session's last publish is done: its run completes next."""
         self._notifying = 0
         """Notification Steps in flight: a run waits for them before it closes."""
-        self._parked: Parked | None = None
-        """Where the resumed segment of the last deferral waits parked, if it does."""
+        self._parked: Parked | None = input.parked
+        """Where the resumed segment of the last deferral waits parked, if it does.
+
+        Carried through continue-as-new (a run's input holds it), so a session
+        that continued as new while it waited for approval still takes the park.
+        """
         self._patched_at_start = workflow.patched(_PATCH_AT_START)
         """Whether the patches before `_PATCH_AT_START` hold for this run (see it)."""
 
@@ -934,7 +938,7 @@ class AgentSessionWorkflow:
         )
         if self.state.end_requested:
             return
-        workflow.continue_as_new(SessionInput(state=self.state))
+        workflow.continue_as_new(RunInput(state=self.state, parked=self._parked))
 
 
 async def _stopped(handle: workflow.ActivityHandle[RunModelOutput]) -> str:
@@ -1090,17 +1094,17 @@ def _build(spec: _registry.FlowSpec) -> type[AgentSessionWorkflow]:
     class_name = spec.class_name
 
     # Methods of the subclass built below, so its protected members are theirs to use.
-    def __init__(self: AgentSessionWorkflow, input: SessionInput) -> None:
+    def __init__(self: AgentSessionWorkflow, input: RunInput) -> None:
         self._setup(input)  # pyright: ignore[reportPrivateUsage]
 
-    async def run(self: AgentSessionWorkflow, input: SessionInput) -> None:
+    async def run(self: AgentSessionWorkflow, input: RunInput) -> None:
         await self._run()  # pyright: ignore[reportPrivateUsage]
 
     # Temporal refuses functions defined in a local scope; these belong to the new class.
     __init__.__qualname__ = f"{class_name}.__init__"
     # Real types, not strings: Temporal reads them to decode the workflow input.
-    __init__.__annotations__ = {"input": SessionInput, "return": None}
-    run.__annotations__ = {"input": SessionInput, "return": None}
+    __init__.__annotations__ = {"input": RunInput, "return": None}
+    run.__annotations__ = {"input": RunInput, "return": None}
     run.__qualname__ = f"{class_name}.run"
     namespace: dict[str, Any] = {
         "__init__": workflow.init(__init__),
