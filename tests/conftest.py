@@ -27,6 +27,7 @@ pytest_plugins = [
     "support.fake_suite_rig",  # suite
     "support.postgres_support",  # postgres_server
     "support.web_rig",  # rig
+    "support.browser",  # browser
     "support.wheel_venv",  # wheel
 ]
 

@@ -119,18 +119,18 @@ class UnknownSessionError(_SessionRefused):
     )
 
 
-class UnknownInterruptError(UserError):
+class UnknownInterruptError(_SessionRefused):
     """`resolve_interrupt` named an interrupt the session never created."""
 
     _pickled = ("session_id", "interrupt_id")
 
     def __init__(self, session_id: str, interrupt_id: str) -> None:
-        super().__init__(
-            f"session {session_id!r} has no interrupt {interrupt_id!r}; "
-            "read `pending_interrupts` from `SessionClient.snapshot` for valid IDs"
-        )
-        self.session_id = session_id
         self.interrupt_id = interrupt_id
+        super().__init__(
+            session_id,
+            f"session {session_id!r} has no interrupt {interrupt_id!r}; "
+            "read `pending_interrupts` from `SessionClient.snapshot` for valid IDs",
+        )
 
 
 class SessionEndedError(_SessionRefused):

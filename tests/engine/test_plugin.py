@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import gc
+import sys
+import types
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +17,13 @@ from temporalio.worker import Worker
 
 from dex_agents import UserError
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, SessionPlugin, create_agent_session_flow
+from dex_agents.temporal import (
+    SessionClient,
+    SessionPlugin,
+    _workflow,
+    create_agent_session_flow,
+    create_worker,
+)
 from dex_agents.temporal._plugin import session_plugin
 from dex_agents.testing import Ledger, ScriptedRunner
 from dex_agents.testing._ledger_flow import ledger_flow
@@ -91,6 +100,35 @@ async def test_an_own_client_and_worker_serve_two_flows_sandboxed_beside_own_wor
     assert shouted == "HI"
     # The session's workflow code ran in Temporal's sandbox.
     assert b'"sandboxed":true' in info.payload.data
+
+
+async def test_each_sandboxed_session_runs_the_one_compiled_workflow_module(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """The sandbox imports the workflow module for each workflow instance: each
+    copy has its own globals, and all run the code compiled once (none per session)."""
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    async with create_worker(client, [flow], store=store):
+        for sid in ("shared-code-1", "shared-code-2"):
+            await sessions.start(sid, initial_message="say hi")
+            answered = await sessions.wait_for_idle(sid)
+            assert answered.turns[-1].final_text == "said: hi"
+        host = sys.modules[_workflow.__name__].__dict__
+        # `type`, not `isinstance`: that would read a sandbox proxy's `__class__`.
+        copies = [
+            f
+            for f in gc.get_objects()
+            if type(f) is types.FunctionType
+            and f.__qualname__ == "_build"
+            and f.__module__ == _workflow.__name__
+            and f.__globals__ is not host
+        ]
+    await store.close()
+    assert len(copies) >= 2, "one sandboxed copy of the module per session"
+    assert len({id(f.__globals__) for f in copies}) == len(copies)
+    assert len({id(f.__code__) for f in copies}) == 1
 
 
 async def test_a_long_message_through_an_own_client_uses_the_plugin_s_store(

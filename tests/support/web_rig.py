@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -213,6 +214,27 @@ async def serve_ledger(
             gate_dir=Path(config.gate_dir),
         )
     await store.close()
+
+
+def csrf_of(page: httpx.Response) -> str:
+    """The CSRF token of a page's form."""
+    found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
+    assert found, page.text
+    return found.group(1)
+
+
+async def sign_in(rig: WebRig, http: httpx.AsyncClient) -> None:
+    """Sign `http` in as the approver through the login form."""
+    form = await http.get("/login")
+    signed = await http.post(
+        "/login",
+        data={
+            "token": ROLE_TOKENS["approve"],
+            "next": "/inbox",
+            "csrf_token": csrf_of(form),
+        },
+    )
+    assert (signed.status_code, signed.headers["location"]) == (303, "/inbox")
 
 
 def approve_path(sid: str, interrupt_id: str) -> str:

@@ -16,20 +16,17 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, expect
 from temporalio.client import Client
-from test_browser import (  # noqa: F401  (`browser` is the fixture)
-    browser,
-    screenshot_dir,
-    signed_in_page,
-)
-from test_pages import csrf_of, sign_in
 
+from support.browser import screenshot_dir, signed_in_page
 from support.session_harness import ledger_config
 from support.web_rig import (
     WebRig,
     approve_path,
     bearer,
+    csrf_of,
     idle_stream,
     serve_ledger,
+    sign_in,
     workerless_app,
 )
 
@@ -217,7 +214,7 @@ async def test_an_expired_approval_shows_as_expired_not_rejected(
 
 @pytest.mark.timeout(300)
 async def test_edit_and_approve_in_the_browser_runs_the_edited_input(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     rig: WebRig,
     tmp_path: Path,
 ) -> None:
@@ -280,7 +277,7 @@ async def test_edit_and_approve_in_the_browser_runs_the_edited_input(
 
 @pytest.mark.timeout(300)
 async def test_edit_and_approve_from_the_inbox_row(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     rig: WebRig,
 ) -> None:
     dialogs: list[str] = []

@@ -2,32 +2,11 @@
 
 from __future__ import annotations
 
-import re
-
 import httpx
 
-from support.web_rig import ROLE_TOKENS, WebRig, bearer
+from support.web_rig import WebRig, bearer, csrf_of, sign_in
 
 XSS = "<script>alert(1)</script>"
-
-
-def csrf_of(page: httpx.Response) -> str:
-    found = re.search(r'name="csrf_token" value="([^"]+)"', page.text)
-    assert found, page.text
-    return found.group(1)
-
-
-async def sign_in(rig: WebRig, http: httpx.AsyncClient) -> None:
-    form = await http.get("/login")
-    signed = await http.post(
-        "/login",
-        data={
-            "token": ROLE_TOKENS["approve"],
-            "next": "/inbox",
-            "csrf_token": csrf_of(form),
-        },
-    )
-    assert (signed.status_code, signed.headers["location"]) == (303, "/inbox")
 
 
 async def test_sign_in_then_approve_with_a_plain_form(rig: WebRig) -> None:

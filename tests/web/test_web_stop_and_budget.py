@@ -15,21 +15,19 @@ import pytest
 import pytest_asyncio
 from playwright.async_api import Browser, Page, expect
 from temporalio.client import Client
-from test_browser import (  # noqa: F401  (`browser` is the fixture)
-    browser,
-    signed_in_page,
-)
-from test_pages import csrf_of, sign_in
 
 from dex_agents.web._tokens import Role
+from support.browser import signed_in_page
 from support.session_harness import ledger_config
 from support.web_rig import (
     ROLE_TOKENS,
     WebRig,
     approve_path,
     bearer,
+    csrf_of,
     idle_stream,
     serve_ledger,
+    sign_in,
     workerless_app,
 )
 
@@ -320,7 +318,7 @@ async def test_the_plain_budget_form_in_the_inbox(budgeted: WebRig) -> None:
 # -- in the browser ---------------------------------------------------------------
 
 
-async def signed_in_as(browser: Browser, rig: WebRig, role: Role) -> Page:  # noqa: F811
+async def signed_in_as(browser: Browser, rig: WebRig, role: Role) -> Page:
     page = await browser.new_page(viewport={"width": 1280, "height": 760})
     await page.goto(f"{rig.url}/login")
     await page.fill('input[name="token"]', ROLE_TOKENS[role])
@@ -331,7 +329,7 @@ async def signed_in_as(browser: Browser, rig: WebRig, role: Role) -> Page:  # no
 
 @pytest.mark.timeout(300)
 async def test_the_stop_button_stops_a_running_turn_in_the_browser(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     rig: WebRig,
 ) -> None:
     page = await signed_in_as(browser, rig, "admin")
@@ -364,7 +362,7 @@ async def test_the_stop_button_stops_a_running_turn_in_the_browser(
 
 @pytest.mark.timeout(300)
 async def test_raise_the_spend_limit_from_the_session_page_and_the_inbox(
-    browser: Browser,  # noqa: F811
+    browser: Browser,
     budgeted: WebRig,
 ) -> None:
     rig = budgeted

@@ -37,6 +37,7 @@ from ._activities import build_activities
 from ._converter import SharedPydanticPayloadConverter
 from ._flow import AgentSessionFlow
 from ._parking import ParkingLot
+from ._shared_code import share_compiled_code
 
 _SANDBOXED_MODULE = "dex_agents.temporal._workflow"
 
@@ -89,6 +90,8 @@ def _with_passthrough(
         if runner is None:
             runner = SandboxedWorkflowRunner()
         if isinstance(runner, SandboxedWorkflowRunner):
+            # Each instance imports the workflow module again: from one compiled copy.
+            share_compiled_code(_SANDBOXED_MODULE)
             # The user's restrictions stay; ours are added.
             return dataclasses.replace(
                 runner,
