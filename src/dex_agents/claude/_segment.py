@@ -73,12 +73,8 @@ overlap the 20-30 ms in which the worker and Temporal carry the segment's
 result to the session's answer. Put off, it runs after them: result → the
 client's answer went from 30-33 ms to 21-22 ms (30 turns each, side by side,
 on 2 cores). The CLI idles meanwhile, and nothing it writes after its result
-is kept (see `ClaudeTranscriptStore.seal`). A CLI that deferred a call waits
-the same: the parked resume starts only once its query ended, so neither the
-exit nor the parked CLI's start runs beside the deferral's way to the
-session's answer (send → waiting for approval: 0.375-0.389 s before, 0.365-
-0.374 s after, `make bench` figure 2c); 0.1 s later the session waits with no
-process of that segment.
+is kept (see `ClaudeTranscriptStore.seal`). A CLI that deferred a call exits at
+once: its session is about to wait, and holds no process while it does.
 """
 BUDGET_SUBTYPE = "error_max_budget_usd"
 """The result subtype of a CLI that stopped at its `--max-budget-usd` (CLI 2.1.327:
@@ -378,10 +374,13 @@ class Segment:
                 self._observe(message)
                 if isinstance(message, ResultMessage):
                     result = message
-                    if message.is_error:
-                        result_seen.set()  # the SDK raises once the CLI exited
-                    else:
+                    if not message.is_error:
                         answered.set_result(message)
+                    if message.is_error or _defers(message):
+                        # An error: the SDK raises once the CLI exited. A deferral:
+                        # the session will wait, and holds no process meanwhile.
+                        result_seen.set()
+                    else:
                         asyncio.get_running_loop().call_later(
                             _EXIT_DELAY, result_seen.set
                         )
