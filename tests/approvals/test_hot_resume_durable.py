@@ -33,6 +33,7 @@ from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import WorkerProcess
 from support import SUPPORT_DIR, hot_agent
 from support.claude_rig import ClaudeRig, worker_process
+from support.history import patch_markers
 from support.processes import cli_processes_in
 
 pytestmark = pytest.mark.timeout(240)
@@ -218,8 +219,10 @@ async def test_a_session_continued_as_new_while_it_waits_still_takes_the_park(
         await waiting.approve()
         await waiting.refunded_once(client)
         steps = await _model_steps(client, sid, run_id)
+        continued = await client.get_workflow_handle(sid, run_id=run_id).fetch_history()
     await store.close()
 
+    assert "park-crosses-continue-as-new" in patch_markers(continued)
     assert [s[2] for s in steps] == ["completed"]
     ((_, queue, _),) = _parked_steps(steps)
     assert queue == info.parked_on

@@ -140,6 +140,13 @@ _PATCHES_BEFORE_START = frozenset(
     }
 )
 """The patches `_PATCH_AT_START` stands for; never add one."""
+_PATCH_PARK_CARRIED = "park-crosses-continue-as-new"
+"""A run takes the park its input carries (`RunInput.parked`).
+
+Asked only when the input holds one, so runs without one replay unchanged; a
+run whose first tasks an older worker ran (which drops the field, and resumes
+cold) has no marker, and a later worker replaying it resumes cold too.
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -194,7 +201,11 @@ class AgentSessionWorkflow:
         """The ended session's last publish is done: its run completes next."""
         self._notifying = 0
         """Notification Steps in flight: a run waits for them before it closes."""
-        self._parked: Parked | None = input.parked
+        self._parked: Parked | None = (
+            input.parked
+            if input.parked is not None and workflow.patched(_PATCH_PARK_CARRIED)
+            else None
+        )
         """Where the resumed segment of the last deferral waits parked, if it does.
 
         Carried through continue-as-new (a run's input holds it), so a session
