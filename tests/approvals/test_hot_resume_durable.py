@@ -192,9 +192,53 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
     assert [s[2] for s in steps] == ["completed", "completed"]
     ((_, queue, _),) = _parked_steps(steps)
     assert queue == info.parked_on
-    assert f"answered the parked segment of session {sid} (CLI pid {parked})" in (
+    # The approval primed the park (its CLI went on with the call while the
+    # refund's Step ran) before the resumed Step took it.
+    primed = f"primed the parked segment of session {sid} (CLI pid {parked})"
+    answered = f"answered the parked segment of session {sid} (CLI pid {parked})"
+    assert primed in caplog.text and answered in caplog.text
+    assert caplog.text.index(primed) < caplog.text.index(answered)
+
+
+async def test_a_primed_park_whose_window_passes_is_killed_and_resumes_cold(
+    claude_rig: ClaudeRig,
+    client: Client,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Approved inside a 3 s window, the refund's Step takes 4 s: the park was
+    # primed (its CLI past the hook, waiting for the record), the window closes
+    # while the Step runs, and the resumed segment goes cold.
+    flow = hot_agent.build_flow(window=3, flow_type="HotAgentPrimedLate")
+    monkeypatch.setenv("DEX_AGENTS_REFUND_SECONDS", "4")
+    sid = "hot-primed-late"
+    caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
+    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
+    async with create_worker(client, [flow], store=store):
+        waiting = await _waiting_refund(claude_rig, client, sid, flow=flow)
+        parked = await _parked_pid(claude_rig, sid)
+        requests = len(claude_rig.api.requests)
+        await waiting.approve()
+        closed = f"closed the parked segment of session {sid}: its window"
+        async with asyncio.timeout(30):
+            while closed not in caplog.text:
+                await asyncio.sleep(0.05)
+        # Killed at its close: a park closed before its prime would have had 10 s
+        # to end with a deferral, which a CLI past its hook can no longer give.
+        async with asyncio.timeout(5):
+            while parked in cli_processes_in(_cwd(claude_rig, sid)):
+                await asyncio.sleep(0.05)
+        steps = await waiting.refunded_once(client)
+    await store.close()
+
+    assert f"primed the parked segment of session {sid} (CLI pid {parked})" in (
         caplog.text
     )
+    assert _parked_steps(steps) == []
+    assert [s[2] for s in steps] == ["completed", "completed"]
+    # One model request after the approval: the cold resume's. The primed CLI
+    # never asked the model again.
+    assert len(claude_rig.api.requests) == requests + 1
 
 
 async def test_a_session_continued_as_new_while_it_waits_still_takes_the_park(

@@ -71,7 +71,7 @@ async def test_hot_resumed_sessions_replay(
             text = history.to_json()
             # It took the new path: the run began patched, and its resumed
             # segment went to the parking worker's own queue.
-            assert patch_markers(history) == ["patches-at-start"]
+            assert patch_markers(history) == ["patches-at-start", "patches-at-start-2"]
             assert marked_in_first_task(history)
             assert _parked_queues(history, flow.task_queue)
             recorded[name] = history

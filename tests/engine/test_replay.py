@@ -108,15 +108,18 @@ async def test_record_histories(
         (HISTORIES / f"{name}.{_LABEL}.json").write_text(history.to_json())
 
 
-async def test_a_new_run_marks_one_patch_in_its_first_task(
+async def test_a_new_run_marks_its_patches_in_its_first_task(
     client: Client, tmp_path: Path, receiver: Receiver
 ) -> None:
     # Every scenario asks its patches (a tool Step's attempts, a turn's start, a
-    # spent budget, a notified approval) on current code: one marker, at the start.
+    # spent budget, a notified approval, an approval's events with its Step) on
+    # current code: the two at-start markers, in the first task, and no other.
     for name, history in (
         await _scenario_histories(client, tmp_path, receiver)
     ).items():
-        assert patch_markers(history) == ["patches-at-start"], name
+        assert patch_markers(history) == ["patches-at-start", "patches-at-start-2"], (
+            name
+        )
         assert marked_in_first_task(history), name
 
 

@@ -45,7 +45,7 @@ def patch_markers(history: WorkflowHistory) -> list[str]:
 
 
 def marked_in_first_task(history: WorkflowHistory) -> bool:
-    """Whether the history's one patch marker is a command of its first workflow task."""
+    """Whether the history's patch markers are all commands of its first workflow task."""
     completed = [
         e.event_id
         for e in history.events
@@ -56,4 +56,4 @@ def marked_in_first_task(history: WorkflowHistory) -> bool:
         for e in history.events
         if e.marker_recorded_event_attributes.marker_name == PATCH_MARKER
     ]
-    return len(markers) == 1 and completed[0] < markers[0] < completed[1]
+    return bool(markers) and all(completed[0] < m < completed[1] for m in markers)

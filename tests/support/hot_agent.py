@@ -5,11 +5,12 @@ would), which would hide a second run; this refund writes a row for every
 call, so the tests count runs, not refunds. The window and the limit come
 from the environment, so a worker subprocess serves the same flow:
 `DEX_AGENTS_HOT_WINDOW` (seconds, default 120) and `DEX_AGENTS_MAX_PARKED`
-(default 4).
+(default 4); `DEX_AGENTS_REFUND_SECONDS` makes each refund take that long.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 from datetime import timedelta
@@ -39,6 +40,7 @@ def refund_runs() -> list[tuple[str, str]]:
 async def create_refund(args: dict[str, Any]) -> dict[str, Any]:
     execution = current_deferred_tool_execution()
     key = execution.idempotency_key if execution else "inline"
+    await asyncio.sleep(float(os.environ.get("DEX_AGENTS_REFUND_SECONDS", "0")))
     with sqlite3.connect(runs_path()) as db:
         db.execute("CREATE TABLE IF NOT EXISTS runs (order_id TEXT, key TEXT)")
         db.execute("INSERT INTO runs VALUES (?, ?)", (str(args["orderId"]), key))

@@ -9,11 +9,14 @@ only under the tool use ID and tool name that a decision permits, and
 - each tool use ID gets one decision per segment; a later one is refused;
 - a segment defers at most one call, because CLI 2.1.327 resumes only the last
   deferred call of a segment (the others would never get a result);
-- a recorded call replays only as its own tool, and at most once.
+- a recorded call replays only as its own tool, and at most once;
+- a primed call (a parked segment's approved call, allowed before its record
+  exists) is served only once its `replay` decision is made.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,6 +61,7 @@ class ToolCallGate:
         self._deferral: Deferral | None = None
         self._replayed: set[str] = set()
         self._asked: set[str] = set()
+        self._primed: dict[str, asyncio.Event] = {}
 
     @property
     def deferral(self) -> Deferral | None:
@@ -79,7 +83,19 @@ class ToolCallGate:
         if tool_use_id in self._decisions:
             return False
         self._decisions[tool_use_id] = decision
+        if (decided := self._primed.get(tool_use_id)) is not None:
+            decided.set()
         return True
+
+    def prime(self, tool_use_id: str) -> None:
+        """Mark `tool_use_id` allowed before its decision: its served call waits for it."""
+        self._primed.setdefault(tool_use_id, asyncio.Event())
+
+    async def decided(self, tool_use_id: str) -> None:
+        """Wait until a primed `tool_use_id` has its decision (at once if not primed)."""
+        decided = self._primed.get(tool_use_id)
+        if decided is not None:
+            await decided.wait()
 
     def defer(self, tool_use_id: str, decision: Decision, call: ToolCall) -> bool:
         """Record the segment's one deferral; False if the ID or the segment has one."""

@@ -13,7 +13,10 @@ Every tool call of a segment reaches `ToolPermissions.pre_tool_use` once (CLI
   holds (only the pending deferred call replays);
 - replay: the resumed segment's pending call, answered from its final record
   (allow with the recorded input, or `ask` for a CLI tool that must not run, so
-  that `can_use_tool` denies it with text the model reads without a prefix).
+  that `can_use_tool` denies it with text the model reads without a prefix);
+  a parked segment's approved custom call may be allowed before its record
+  exists (primed: a custom call replays as `allow` with its recorded input,
+  whatever the record says), and the tool server waits for the record.
 
 The application's own PreToolUse hooks run first, inside this hook (see
 `_app_hooks`), except for a resumed call with a final record: it passed them
@@ -38,13 +41,14 @@ from claude_agent_sdk import (
     ToolPermissionContext,
 )
 
+from .._errors import SessionError
 from ..session import AgentEvent, RunModelContext, ToolCall, ToolPolicy
 from ..session._policy import ToolEffect, resolve_policy
 from ..session._tool_sources import source_call_policy
 from ._app_hooks import AppHookOutcome, matchers_timeout, run_app_hooks
 from ._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
 from ._gate import Decision, ToolCallGate
-from ._pending_call import AwaitedCall, PendingCall
+from ._pending_call import AwaitedCall, PendingCall, PrimedCall
 from ._sources import (
     SOURCE_CALL_KIND,
     source_one_reply_text,
@@ -99,6 +103,8 @@ class ToolPermissions:
         self._pending = pending
         self._answered = answered
         self._hook_timeout = hook_timeout
+        self._primed: tuple[str, str, PrimedCall] | None = None
+        """The primed call: its tool use ID, its CLI tool name, its input."""
         # Decisions are made one at a time, in the order the CLI asks, so "the
         # first deferrable call" is well defined even while hooks await.
         self._lock = asyncio.Lock()
@@ -118,9 +124,33 @@ class ToolPermissions:
         """A parked segment's calls from now on belong to `context`'s attempt."""
         self._context = context
 
+    def settle_primed(self, pending: PendingCall) -> None:
+        """Decide a primed call from its record, which must replay as it was allowed.
+
+        Raises:
+            SessionError: (retryable) the record replays otherwise than the
+                primed call was allowed: the adoption fails and the segment
+                runs cold.
+        """
+        if self._primed is None:
+            return
+        call_id, tool_name, primed = self._primed
+        if (
+            pending.kind != "custom"
+            or pending.tool_use_id != call_id
+            or pending.tool_name != tool_name
+            or self._replay_name(pending) != tool_name
+            or dict(pending.record.arguments) != dict(primed.arguments)
+        ):
+            raise SessionError(
+                f"the parked segment allowed {tool_name} with another input than "
+                "its record's; the segment resumes cold"
+            )
+        self._replay(call_id, tool_name, pending)
+
     async def _pending_for(
-        self, call_id: str
-    ) -> PendingCall | Literal["closed"] | None:
+        self, call_id: str, tool_name: str
+    ) -> PendingCall | PrimedCall | Literal["closed"] | None:
         """The pending call if `call_id` is it; a parked one is waited for."""
         pending = self._pending
         if not isinstance(pending, AwaitedCall):
@@ -132,6 +162,12 @@ class ToolPermissions:
         if call_id != pending.tool_use_id:
             return None
         call = await pending.wait()
+        if isinstance(call, PrimedCall):
+            if tool_name == f"{self._prefix}{call.tool_name}":
+                self._gate.prime(call_id)
+                self._primed = (call_id, tool_name, call)
+                return call
+            call = await pending.adopted()  # not the primed tool: wait for the record
         return "closed" if call is None else call
 
     async def pre_tool_use(
@@ -144,10 +180,12 @@ class ToolPermissions:
         async with self._lock:
             if self._gate.decision(call_id) is not None:
                 return _deny(f"{tool_name} did not run: this call was already decided.")
-            pending = await self._pending_for(call_id)
+            pending = await self._pending_for(call_id, tool_name)
             if pending == "closed":
                 # The park was closed: end the CLI with the same deferral.
                 return _output("defer", "")
+            if isinstance(pending, PrimedCall):
+                return _output("allow", "", updated_input=dict(pending.arguments))
             if pending is not None:
                 return self._replay(call_id, tool_name, pending)
             if call_id in self._answered:
@@ -182,11 +220,13 @@ class ToolPermissions:
                 return PermissionResultDeny(
                     message=f"{tool_name} did not run: this call was already decided."
                 )
-            pending = await self._pending_for(call_id)
+            pending = await self._pending_for(call_id, tool_name)
             if pending == "closed":
                 return PermissionResultDeny(
                     message=f"{tool_name} did not run: its session stopped waiting here."
                 )
+            if isinstance(pending, PrimedCall):
+                return PermissionResultAllow(updated_input=dict(pending.arguments))
             if pending is not None:
                 self._replay(call_id, tool_name, pending)
                 decision = self._gate.decision(call_id)

@@ -9,7 +9,8 @@ the tool use ID and tool name that the PreToolUse decision permitted:
 - an allowed inline call (a custom read) runs its handler with the input the CLI
   sends, after its schema check;
 - the resumed call of a deferred custom tool returns its final record (output,
-  failure, rejection or unknown outcome) without running the handler, once;
+  failure, rejection or unknown outcome) without running the handler, once (a
+  primed call, whose hook allowed it before the record existed, waits for it);
 - anything else does not run and returns an error result the model reads.
 
 The server is passed to the SDK as `{"type": "sdk", "name": ..., "instance": ...}`,
@@ -89,6 +90,9 @@ async def serve_call(
     replay_images: Mapping[str, str] | None = None,
 ) -> mcp.types.CallToolResult:
     """Serve one `tools/call` as the gate permits; see the module docstring."""
+    if tool_use_id is not None:
+        # A primed call (allowed before its record exists) waits for its record.
+        await gate.decided(tool_use_id)
     decision = (
         None if tool_use_id is None else gate.permit_served_call(tool_use_id, tool_name)
     )

@@ -48,6 +48,9 @@ that question: `bypassPermissions`, `acceptEdits` and `auto` let calls run
 unasked, and `plan` stops tools from running at all.
 """
 
+TOOL_TIMEOUT_VARIABLE = "MCP_TOOL_TIMEOUT"
+"""Bounds Claude Code's calls of MCP tools (milliseconds); unset, the adapter's are not."""
+
 SECURE_STORAGE_VARIABLE = "CLAUDE_SECURESTORAGE_CONFIG_DIR"
 """Where Claude Code finds a stored login (such as one in the macOS Keychain)."""
 

@@ -14,6 +14,13 @@ result.
 Nothing durable lives here: a park that dies (its process killed, its worker
 killed) or closes (its window passed) leaves the session where a cold resume
 finds it. Closing answers the callback `defer`, so the CLI ends cleanly.
+
+An approved custom call can go on before its Step has recorded the result
+(`prime`): a custom call replays as `allow` with its recorded input whatever
+its record says, so the callback answers at once, and the CLI's call of the
+tool waits in the tool server for the record the adoption brings. That CLI
+can no longer end with a `defer`, so a primed park that is not adopted is
+killed, and nothing of it is kept (its transcript is the adopting attempt's).
 """
 
 from __future__ import annotations
@@ -22,11 +29,25 @@ import asyncio
 import contextlib
 import contextvars
 
-from ..session import AgentEvent, RunModelContext, ToolCallsRequested, TurnCompleted
+from ..session import (
+    AgentEvent,
+    RunModelContext,
+    ToolCall,
+    ToolCallsRequested,
+    TurnCompleted,
+)
+from ._pending_call import PrimedCall
 from ._segment import Segment
 
 _CLOSE_SECONDS = 10.0
 """How long a closed park's CLI gets to end on its own before it is killed."""
+_PRIMED_SECONDS = 30.0
+"""How long a primed park waits for its adoption before its CLI is killed.
+
+The CLI waits in its call of the tool meanwhile; this ends the park before
+the CLI's own limit on that call could answer it (a park is not primed when
+`MCP_TOOL_TIMEOUT` sets one; see `prime`).
+"""
 
 
 class LateEvents:
@@ -58,6 +79,7 @@ class ParkedSegment:
         self._segment = segment
         self._events = events
         self._claimed = False
+        self._primed: asyncio.TimerHandle | None = None
         # A context of its own: the park outlives the activity that started it,
         # whose context variables (the activity's info, its heartbeat) end with it.
         self._task = asyncio.create_task(segment.run(), context=contextvars.Context())
@@ -83,6 +105,29 @@ class ParkedSegment:
         finally:
             reached.cancel()
 
+    def prime(self, call: ToolCall) -> bool:
+        """Let the CLI go on with the approved custom `call` while its Step runs.
+
+        False (nothing changes) when the park is gone or answered, when the
+        call's input travels by reference, or when the CLI's environment
+        bounds its tool calls (`MCP_TOOL_TIMEOUT`).
+        """
+        if not self.alive() or call.arguments_ref is not None:
+            return False
+        if self._segment.bounds_tool_calls:
+            return False
+        primed = PrimedCall(tool_name=call.tool_name, arguments=call.arguments)
+        if not self._segment.prime(primed):
+            return False
+        loop = asyncio.get_running_loop()
+        self._primed = loop.call_later(_PRIMED_SECONDS, self._kill_unadopted)
+        return True
+
+    def _kill_unadopted(self) -> None:
+        if not self._claimed:
+            self._claimed = True
+            self._task.cancel()  # the segment kills its CLI's process group
+
     async def resume(
         self, context: RunModelContext
     ) -> TurnCompleted | ToolCallsRequested | None:
@@ -94,6 +139,8 @@ class ParkedSegment:
         if not self.alive():
             return None
         self._claimed = True
+        if self._primed is not None:
+            self._primed.cancel()
         try:
             self._events.attach(context)
             await self._segment.adopt(context)
@@ -110,6 +157,13 @@ class ParkedSegment:
         await self._stop()
 
     async def _stop(self) -> None:
+        if self._primed is not None:
+            # Past its callback, the CLI cannot end with a deferral: kill it.
+            self._primed.cancel()
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+            return
         self._segment.close()
         try:
             async with asyncio.timeout(_CLOSE_SECONDS):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, cast
 
@@ -46,8 +47,8 @@ from ._hooks import ToolPermissions
 from ._images import TranscriptImages
 from ._limits import cli_output_line_limit, too_large_error
 from ._mcp_server import build_custom_tool_server
-from ._options import cli_environment, resolved_cwd
-from ._pending_call import AwaitedCall, PendingCall
+from ._options import TOOL_TIMEOUT_VARIABLE, cli_environment, resolved_cwd
+from ._pending_call import AwaitedCall, PendingCall, PrimedCall
 from ._process import CliProcessGroup, real_cli_path
 from ._prompt import content_message, prompt_stream
 from ._stderr import StderrTail
@@ -249,7 +250,18 @@ class Segment:
         self._context = context
         self._permissions.adopt(context)
         self._pending = pending
+        self._permissions.settle_primed(pending)
         awaited.adopt(pending)
+
+    @property
+    def bounds_tool_calls(self) -> bool:
+        """Whether the CLI's environment sets a timeout of its tool calls."""
+        env = {**os.environ, **cli_environment(self._setup.options)}
+        return bool(env.get(TOOL_TIMEOUT_VARIABLE))
+
+    def prime(self, call: PrimedCall) -> bool:
+        """Let a parked segment's hook allow its approved custom call now (see `_park`)."""
+        return self._awaited is not None and self._awaited.prime(call)
 
     def close(self) -> None:
         """End a parked segment that no decision adopted: its hook answers `defer`."""

@@ -79,6 +79,7 @@ from ._models import (
     CheckEditInput,
     CheckEditOutput,
     NotifyInput,
+    PrimeParkInput,
     PublishInput,
     ReleaseParkInput,
     RunModelInput,
@@ -622,6 +623,23 @@ def build_activities(
             arguments=call.arguments,
             arguments_ref=call.arguments_ref,
         )
+        if input.session_events and attempt == 1:
+            # The call's approval, carried by its Step instead of a publish round
+            # trip; like a publish, a failed write loses the events, not the call.
+            try:
+                await write_session_events(
+                    store,
+                    input.session_id,
+                    input.turn_id,
+                    input.first_seq,
+                    input.session_events,
+                )
+            except Exception as err:
+                activity.logger.warning(
+                    "could not write the events of session %s before its tool Step: %s",
+                    input.session_id,
+                    err,
+                )
         if call.arguments_ref is not None:
             arguments = await read_arguments(
                 store, input.session_id, call.arguments_ref
@@ -784,9 +802,17 @@ def build_activities(
         if lot is not None:
             lot.release((input.session_id, input.segment_id))
 
+    @activity.defn(name=names.prime_park)
+    async def prime_park(input: PrimeParkInput) -> bool:
+        """Let a park go on with its approved call while the call's Step runs."""
+        if lot is None:
+            return False
+        return await lot.prime((input.session_id, input.segment_id), input.call)
+
     return [
         run_model,
         release_park,
+        prime_park,
         call_tool,
         call_single_attempt_tool,
         publish,

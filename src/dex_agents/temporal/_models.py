@@ -124,6 +124,16 @@ class ReleaseParkInput(_SessionStepInput):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PrimeParkInput(_SessionStepInput):
+    """Input of the Step that lets a park go on with an approved call."""
+
+    segment_id: str
+    """The deferring segment the park resumes."""
+    call: ToolCall
+    """The call as its tool Step runs it (never with its input by reference)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class NotifyInput:
     """Input of the notification Step: what `on_interrupt` is told."""
 
@@ -261,15 +271,28 @@ class CallToolInput(_StepInput):
     """Input of the tool Step activities."""
 
     call: ToolCall
+    session_events: list[AgentEvent] = field(default_factory=lambda: [])
+    """Session events not published yet (the call's approval), written before it runs."""
+    first_seq: int = 0
+    """The session event sequence number before `session_events`."""
 
     @classmethod
-    def for_step(cls, step: CallToolStep, *, session_id: str) -> CallToolInput:
-        """The input of a tool Step."""
+    def for_step(
+        cls,
+        step: CallToolStep,
+        *,
+        session_id: str,
+        events: list[AgentEvent] | None = None,
+        first_seq: int = 0,
+    ) -> CallToolInput:
+        """The input of a tool Step; the events not written yet go with it."""
         return cls(
             session_id=session_id,
             turn_id=step.turn_id,
             step_execution_id=step_execution_id(step),
             call=step.call,
+            session_events=events or [],
+            first_seq=first_seq,
         )
 
 
@@ -355,6 +378,7 @@ __all__ = [
     "Interrupt",
     "NotifyInput",
     "PublishInput",
+    "PrimeParkInput",
     "ReleaseParkInput",
     "ResolveInterruptInput",
     "ResumeInput",

@@ -12,6 +12,9 @@ Everything else goes through the cold path:
   and no process is left while the session waits on);
 - the park died, or the Step reached another worker: the Step runs cold.
 
+An approved call's tool Step can prime the park first (`prime`): the parked
+CLI goes on with the call while the Step runs, and waits for its record.
+
 Nothing here is durable or needs to be: the durable facts (records, the
 deferring segment) are in the store and the history before a park starts.
 """
@@ -24,7 +27,9 @@ import contextvars
 import logging
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
+from ..session import ToolCall
 from ..session._runner import ParkedResume
 
 logger = logging.getLogger("dex_agents.temporal.parking")
@@ -51,6 +56,13 @@ class Fingerprint:
         if self.max_budget_usd is None or other.max_budget_usd is None:
             return self.max_budget_usd == other.max_budget_usd
         return abs(self.max_budget_usd - other.max_budget_usd) < 1e-5
+
+
+@runtime_checkable
+class _Primable(Protocol):
+    """A park whose CLI can go on with an approved call before its record (Claude's)."""
+
+    def prime(self, call: ToolCall) -> bool: ...
 
 
 @dataclass(slots=True)
@@ -186,6 +198,31 @@ class ParkingLot:
             parked.pid,
         )
         return parked
+
+    async def prime(self, key: Key, call: ToolCall) -> bool:
+        """Let the park for `key` go on with the approved `call`; False if it cannot.
+
+        The park stays in the lot: the resumed segment's Step still takes it.
+        """
+        park = self._parks.get(key)
+        if park is None:
+            return False
+        try:
+            parked = await park.started
+        except Exception:
+            return False
+        if self._parks.get(key) is not park or not isinstance(parked, _Primable):
+            return False
+        if not parked.prime(call):
+            return False
+        logger.info(
+            "primed the parked segment of session %s (CLI pid %s): it goes on with "
+            "the approved %s while the call's Step runs",
+            key[0],
+            parked.pid,
+            call.tool_name,
+        )
+        return True
 
     def release(self, key: Key) -> None:
         """Close the park for `key` (its turn ended without resuming it)."""

@@ -206,7 +206,7 @@ class SessionPlugin(SimplePlugin):
                 a
                 for t in lots
                 for a in built[t]
-                if a.__name__ in ("run_model", "release_park")
+                if a.__name__ in ("run_model", "release_park", "prime_park")
             ]
             self._parking.append(_Parking(queue, list(lots.values()), hot))
         return config

@@ -58,6 +58,7 @@ with workflow.unsafe.imports_passed_through():
         CheckEditOutput,
         EngineInfo,
         NotifyInput,
+        PrimeParkInput,
         ReleaseParkInput,
         ResolveInterruptInput,
         RunInput,
@@ -147,6 +148,26 @@ Asked only when the input holds one, so runs without one replay unchanged; a
 run whose first tasks an older worker ran (which drops the field, and resumes
 cold) has no marker, and a later worker replaying it resumes cold too.
 """
+_PATCH_APPROVAL_WITH_STEP = "approval-with-step"
+"""An approved call's events go with its tool Step, not in a publish before it.
+
+Asked only when an approval settles a call, so other runs replay unchanged.
+"""
+_PATCH_PRIME_PARK = "prime-park"
+"""An approved call's tool Step primes the park beside it (`_prime_park`).
+
+Asked only when a park is held for the call, so runs without one replay unchanged.
+"""
+_PATCH_AT_START_2 = "patches-at-start-2"
+"""`_PATCH_AT_START` again, for the patches after it that a turn's path asks.
+
+The same scheme: a run that starts on this release or later answers each of
+`_PATCHES_AT_START_2` from this one marker in its first workflow task, so an
+approval does not pay a marker and a visibility write; a run that started
+before asks each where it applies. Never add to it: a later patch on a turn's
+path gets a marker of its own, or a new one of these.
+"""
+_PATCHES_AT_START_2 = frozenset({_PATCH_APPROVAL_WITH_STEP, _PATCH_PRIME_PARK})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -160,6 +181,7 @@ class ActivityNames:
     check_edit: str
     notify: str
     release_park: str
+    prime_park: str
 
     @classmethod
     def for_flow(cls, flow_type: str) -> ActivityNames:
@@ -172,6 +194,7 @@ class ActivityNames:
             check_edit=f"{flow_type}.check_edit",
             notify=f"{flow_type}.notify_interrupt",
             release_park=f"{flow_type}.release_park",
+            prime_park=f"{flow_type}.prime_park",
         )
 
 
@@ -213,6 +236,8 @@ class AgentSessionWorkflow:
         """
         self._patched_at_start = workflow.patched(_PATCH_AT_START)
         """Whether the patches before `_PATCH_AT_START` hold for this run (see it)."""
+        self._patched_at_start_2 = workflow.patched(_PATCH_AT_START_2)
+        """Whether the patches of `_PATCH_AT_START_2` hold for this run (see it)."""
 
     def _patched_before_start(self, patch_id: str) -> bool:
         """`workflow.patched(patch_id)` of a patch before `_PATCH_AT_START`.
@@ -225,6 +250,15 @@ class AgentSessionWorkflow:
                 "`workflow.patched()`"
             )
         return self._patched_at_start or workflow.patched(patch_id)
+
+    def _patched_since_start(self, patch_id: str) -> bool:
+        """`workflow.patched(patch_id)` of a patch `_PATCH_AT_START_2` stands for."""
+        if patch_id not in _PATCHES_AT_START_2:
+            raise RuntimeError(
+                f"patch {patch_id!r} is not one of {_PATCH_AT_START_2!r}: ask it "
+                "with `workflow.patched()`"
+            )
+        return self._patched_at_start_2 or workflow.patched(patch_id)
 
     # ----- RPCs ---------------------------------------------------------------
 
@@ -586,6 +620,36 @@ class AgentSessionWorkflow:
         )
         handle.add_done_callback(ignore_failure)
 
+    def _prime_park(self, step: _turns.CallToolStep) -> None:
+        """Let the parked segment go on with `step`'s call while the Step runs.
+
+        Fire and forget, beside the tool Step, on the parked worker's queue:
+        its CLI then waits for the call's record instead of for its Step to
+        end (see `_parking`). A park it does not reach resumes as it would
+        have; asked behind `_PATCH_PRIME_PARK` only where it applies.
+        """
+        parked = self._parked
+        if (
+            parked is None
+            or parked.until <= workflow.now()
+            or step.call.arguments_ref is not None
+            or not self._patched_since_start(_PATCH_PRIME_PARK)
+        ):
+            return
+        handle = workflow.start_activity(
+            self.names.prime_park,
+            PrimeParkInput(
+                session_id=self.state.session_id,
+                segment_id=parked.segment_id,
+                call=step.call,
+            ),
+            task_queue=parked.queue,
+            schedule_to_start_timeout=PARKED_START,
+            start_to_close_timeout=timedelta(seconds=15),
+            retry_policy=RetryPolicy(maximum_attempts=1),
+        )
+        handle.add_done_callback(ignore_failure)
+
     def _budget_pauses(self) -> bool:
         """Whether a spent budget pauses the turn (asked only once it is spent)."""
         return not _turns.budget_spent(
@@ -743,10 +807,18 @@ class AgentSessionWorkflow:
     async def _execute(self, step: _turns.CallToolStep) -> None:
         """Run the current call in its tool Step and record what came of it."""
         single = step.tool_step == "call_single_attempt_tool"
+        self._prime_park(step)
+        # Events not published yet (the call's approval) go with the Step.
+        events, first_seq = self._take_events()
         try:
             out = await self._start_step(
                 self.names.call_single_attempt_tool if single else self.names.call_tool,
-                CallToolInput.for_step(step, session_id=self.state.session_id),
+                CallToolInput.for_step(
+                    step,
+                    session_id=self.state.session_id,
+                    events=events,
+                    first_seq=first_seq,
+                ),
                 CallToolOutput,
                 step_id=_turns.step_execution_id(step),
                 timeout=step.timeout,
@@ -836,7 +908,18 @@ class AgentSessionWorkflow:
         expired = timed_out and not self.state.interrupts[step.interrupt_id].resolved
         if expired:
             self._notify("expired", step.interrupt_id)
-        await self._follow(_turns.settle_approval(self.state, timed_out=timed_out))
+        settled = _turns.settle_approval(self.state, timed_out=timed_out)
+        active = settled.state.active
+        if (
+            isinstance(settled.step, _turns.PublishStep)
+            and active is not None
+            and active.phase == "execute"
+            and self._patched_since_start(_PATCH_APPROVAL_WITH_STEP)
+        ):
+            # An approved call: its Step is next, and carries the approval's events.
+            self._apply(replace(settled, step=None))
+            return
+        await self._follow(settled)
 
     def _notifies(self) -> bool:
         """Whether this session sends notifications (a patch: none before 0.2)."""
