@@ -170,7 +170,11 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
     client: Client,
     engine: EmbeddedEngine,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # A refund of half a second: the prime, sent beside its Step, lands first
+    # however loaded the machine (the resumed Step is sent once the Step ended).
+    monkeypatch.setenv("DEX_AGENTS_REFUND_SECONDS", "0.5")
     sid = "hot-approve-inside"
     caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
     store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")

@@ -41,12 +41,14 @@ from ._segment import Segment
 
 _CLOSE_SECONDS = 10.0
 """How long a closed park's CLI gets to end on its own before it is killed."""
-_PRIMED_SECONDS = 30.0
+_PRIMED_SECONDS = 300.0
 """How long a primed park waits for its adoption before its CLI is killed.
 
-The CLI waits in its call of the tool meanwhile; this ends the park before
-the CLI's own limit on that call could answer it (a park is not primed when
-`MCP_TOOL_TIMEOUT` sets one; see `prime`).
+The CLI waits in its call of the tool meanwhile (the park's window closes it
+sooner when it ends first); a 400 s call of the adapter's tool server was
+measured to complete on CLI 2.1.332, so this ends the park before any limit
+of the CLI could answer that call. A park is not primed when
+`MCP_TOOL_TIMEOUT` sets such a limit (see `prime`).
 """
 
 
@@ -108,12 +110,15 @@ class ParkedSegment:
     def prime(self, call: ToolCall) -> bool:
         """Let the CLI go on with the approved custom `call` while its Step runs.
 
-        False (nothing changes) when the park is gone or answered, when the
-        call's input travels by reference, or when the CLI's environment
-        bounds its tool calls (`MCP_TOOL_TIMEOUT`).
+        False (nothing changes) when the park is gone or answered, when `call`
+        is not the parked call, when its input travels by reference, or when
+        the CLI's environment bounds its tool calls (`MCP_TOOL_TIMEOUT`).
         """
+        awaited = self._segment.awaited
         if not self.alive() or call.arguments_ref is not None:
             return False
+        if awaited is None or awaited.tool_use_id != call.tool_call_id:
+            return False  # not the parked call: only it may go on
         if self._segment.bounds_tool_calls:
             return False
         primed = PrimedCall(tool_name=call.tool_name, arguments=call.arguments)

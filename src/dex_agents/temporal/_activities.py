@@ -211,6 +211,20 @@ async def write_session_events(
     )
 
 
+PUBLISH_LIMIT = timedelta(seconds=10)
+"""How long a tool Step's publish may take (the publish local activity's limit, too)."""
+
+
+async def write_publication(store: RuntimeStore, input: PublishInput) -> None:
+    """Write a publish: the finished turns, the snapshot projection, the events."""
+    for turn in input.finished:
+        await store.put_turn(input.session_id, turn.number, turn.summary)
+    await store.put_snapshot(input.session_id, input.snapshot)
+    await write_session_events(
+        store, input.session_id, input.turn_id, input.first_seq, input.events
+    )
+
+
 def pending_message(item: JsonObject) -> StoredMessage:
     """The stored message of a prompt or a failure note."""
     role = "note" if item.get("kind") == "turn_failure_note" else "user"
@@ -623,22 +637,21 @@ def build_activities(
             arguments=call.arguments,
             arguments_ref=call.arguments_ref,
         )
-        if input.session_events and attempt == 1:
-            # The call's approval, carried by its Step instead of a publish round
-            # trip; like a publish, a failed write loses the events, not the call.
+        if input.publish is not None and attempt == 1:
+            # The call's approval, published by its Step instead of a round trip
+            # before it; like a publish, a failed one loses its events, not the call.
+            # Heartbeating and bounded, so a slow store never times the Step out.
             try:
-                await write_session_events(
-                    store,
-                    input.session_id,
-                    input.turn_id,
-                    input.first_seq,
-                    input.session_events,
-                )
+                async with (
+                    _heartbeating(options.heartbeat_timeout, checkpoint),
+                    asyncio.timeout(PUBLISH_LIMIT.total_seconds()),
+                ):
+                    await write_publication(store, input.publish)
             except Exception as err:
                 activity.logger.warning(
-                    "could not write the events of session %s before its tool Step: %s",
+                    "could not publish session %s before its tool Step: %s",
                     input.session_id,
-                    err,
+                    err or type(err).__name__,
                 )
         if call.arguments_ref is not None:
             arguments = await read_arguments(
@@ -721,12 +734,7 @@ def build_activities(
 
     @activity.defn(name=names.publish)
     async def publish(input: PublishInput) -> None:
-        for turn in input.finished:
-            await store.put_turn(input.session_id, turn.number, turn.summary)
-        await store.put_snapshot(input.session_id, input.snapshot)
-        await write_session_events(
-            store, input.session_id, input.turn_id, input.first_seq, input.events
-        )
+        await write_publication(store, input)
 
     @activity.defn(name=names.check_edit)
     async def check_edit(input: CheckEditInput) -> CheckEditOutput:

@@ -271,10 +271,9 @@ class CallToolInput(_StepInput):
     """Input of the tool Step activities."""
 
     call: ToolCall
-    session_events: list[AgentEvent] = field(default_factory=lambda: [])
-    """Session events not published yet (the call's approval), written before it runs."""
-    first_seq: int = 0
-    """The session event sequence number before `session_events`."""
+    publish: PublishInput | None = None
+    """The call's approval, published by the Step before the call runs (instead of
+    a publish round trip before the Step)."""
 
     @classmethod
     def for_step(
@@ -282,17 +281,15 @@ class CallToolInput(_StepInput):
         step: CallToolStep,
         *,
         session_id: str,
-        events: list[AgentEvent] | None = None,
-        first_seq: int = 0,
+        publish: PublishInput | None = None,
     ) -> CallToolInput:
-        """The input of a tool Step; the events not written yet go with it."""
+        """The input of a tool Step; a publish not made yet goes with it."""
         return cls(
             session_id=session_id,
             turn_id=step.turn_id,
             step_execution_id=step_execution_id(step),
             call=step.call,
-            session_events=events or [],
-            first_seq=first_seq,
+            publish=publish,
         )
 
 

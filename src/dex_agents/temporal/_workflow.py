@@ -59,6 +59,7 @@ with workflow.unsafe.imports_passed_through():
         EngineInfo,
         NotifyInput,
         PrimeParkInput,
+        PublishInput,
         ReleaseParkInput,
         ResolveInterruptInput,
         RunInput,
@@ -219,7 +220,8 @@ class AgentSessionWorkflow:
             input.state, session_id=workflow.info().workflow_id
         )
         self._events: list[AgentEvent] = []
-        """Events not written yet: they go with the next RunModel Step or publish."""
+        """Events not written yet: they go with the next publish, or the Step that
+        carries it (a RunModel Step's events; an approved call's tool Step)."""
         self._finished = False
         """The ended session's last publish is done: its run completes next."""
         self._notifying = 0
@@ -808,16 +810,13 @@ class AgentSessionWorkflow:
         """Run the current call in its tool Step and record what came of it."""
         single = step.tool_step == "call_single_attempt_tool"
         self._prime_park(step)
-        # Events not published yet (the call's approval) go with the Step.
-        events, first_seq = self._take_events()
+        # A publish not made yet (the call's approval) goes with the Step.
+        publish = self._publication(finished=False) if self._events else None
         try:
             out = await self._start_step(
                 self.names.call_single_attempt_tool if single else self.names.call_tool,
                 CallToolInput.for_step(
-                    step,
-                    session_id=self.state.session_id,
-                    events=events,
-                    first_seq=first_seq,
+                    step, session_id=self.state.session_id, publish=publish
                 ),
                 CallToolOutput,
                 step_id=_turns.step_execution_id(step),
@@ -972,18 +971,26 @@ class AgentSessionWorkflow:
 
         asyncio.get_running_loop().create_task(settle())
 
-    async def _publish(self) -> None:
-        """Project the snapshot and write the session's events to the runtime store."""
+    def _publication(self, *, finished: bool = True) -> PublishInput:
+        """The next publish: a new snapshot version, and the events not written yet.
+
+        Without `finished`, it leaves the turns not in the log yet for a publish
+        whose success the workflow learns (a Step's publish is best effort).
+        """
         self.state = replace(self.state, version=self.state.version + 1)
         events, first_seq = self._take_events()
-        now = workflow.now().isoformat()
         publish = publication(
             self.state,
             self.flow_type,
-            updated_at=now,
+            updated_at=workflow.now().isoformat(),
             events=events,
             first_seq=first_seq,
         )
+        return publish if finished else replace(publish, finished=[])
+
+    async def _publish(self) -> None:
+        """Project the snapshot and write the session's events to the runtime store."""
+        publish = self._publication()
         try:
             await workflow.execute_local_activity(
                 self.names.publish,
