@@ -4,12 +4,12 @@
 DexAgentsError
 ├── UserError            wrong use of the API; fix the code, retrying will not help
 │   ├── InvalidArgumentError  an RPC argument of the wrong type or value, or an
-│   │                         option value out of range (also a ValueError);
-│   │                         nothing was sent, written or built
+│   │   │                     option value out of range (also a ValueError);
+│   │   │                     nothing was sent, written or built
+│   │   └── InvalidEditError  an approval's edited input the tool refuses; the
+│   │                         call stays pending
 │   ├── InvalidOptionError    a definition that cannot work: agent options, tools,
 │   │                         tool sources, connector manifests (also a TypeError)
-│   ├── InvalidEditError      an approval's edited input the tool refuses (also a
-│   │                         ValueError); the call stays pending
 │   ├── UnknownSessionError   no session has this ID
 │   ├── UnknownInterruptError
 │   ├── SessionEndedError   the session ended: it takes no more messages or approvals
@@ -69,21 +69,21 @@ class InvalidArgumentError(UserError, ValueError):
         self.message = message
 
 
-class InvalidEditError(UserError, ValueError):
+class InvalidEditError(InvalidArgumentError):
     """An approval's edited input that the tool refuses; the call stays pending.
 
     The runner checked the edit against the tool's input schema and decided
     its policy again: `field` names the input field at fault (`"orderId"`,
     `"items[0].sku"`; empty for the input as a whole). Nothing was resolved:
-    approve again with a fixed edit, without one, or reject.
+    approve again with a fixed edit, without one, or reject. It is the
+    `InvalidArgumentError` of the argument `edited_input`.
     """
 
     _pickled = ("field", "message")
 
     def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
+        super().__init__("edited_input", message)
         self.field = field
-        self.message = message
 
 
 class InvalidOptionError(UserError, TypeError):

@@ -366,6 +366,10 @@ async def resolve(
                     edited_input=verdict.edited_input,
                     new_spend_limit=verdict.new_spend_limit,
                 )
+        except InvalidEditError as err:
+            raise CommandError(
+                f"the edit was refused and {interrupt_id} still waits: {err}"
+            ) from None
         except InvalidArgumentError as err:
             if err.argument == "new_spend_limit":
                 text = str(err).replace("`new_spend_limit`", "`--spend-limit USD`")
@@ -373,10 +377,6 @@ async def resolve(
             if err.argument != "edited_input":
                 raise
             raise BadArgumentError(f"bad `--edit`: {err}") from None
-        except InvalidEditError as err:
-            raise CommandError(
-                f"the edit was refused and {interrupt_id} still waits: {err}"
-            ) from None
         except NoWorkerError as err:
             log = await logged(store, session_id, interrupt_id) if store else None
             if log is not None and log.answer is not None:

@@ -35,7 +35,6 @@ from temporalio.service import RPCError
 from .._errors import (
     EngineError,
     InvalidArgumentError,
-    InvalidEditError,
     NoWorkerError,
 )
 from ..session._events import EventRecord
@@ -287,15 +286,11 @@ class Chat:
                     edited_input=decision.edited_input,
                     new_spend_limit=decision.new_spend_limit,
                 )
-            except (InvalidEditError, InvalidArgumentError) as err:
-                if isinstance(err, InvalidArgumentError) and err.argument not in (
-                    "edited_input",
-                    "new_spend_limit",
-                ):
+            except InvalidArgumentError as err:
+                # An `InvalidEditError` too: its argument is `edited_input`.
+                if err.argument not in ("edited_input", "new_spend_limit"):
                     raise
-                if isinstance(err, InvalidArgumentError) and (
-                    err.argument == "new_spend_limit"
-                ):
+                if err.argument == "new_spend_limit":
                     self._note(f"✗ the new limit was refused: {err}", "red")
                     return False
                 self._note(

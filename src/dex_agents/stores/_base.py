@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from ..session import StoredMessage
 from ..session._events import EventRecord
@@ -32,6 +32,11 @@ from ._rules import (
     turn_number,
     unknown_cursor,
 )
+
+Messages: TypeAlias = Sequence[StoredMessage]
+"""The messages of one segment, as `put_segment` takes them."""
+SnapshotPage: TypeAlias = list[JsonObject]
+"""One page of `list_snapshots`, newest first."""
 
 
 class StoreBase(PollsEvents, ABC):
@@ -91,7 +96,7 @@ class StoreBase(PollsEvents, ABC):
     @abstractmethod
     async def _snapshot_page(
         self, status: str | None, limit: int | None, before: str | None
-    ) -> list[JsonObject] | None:
+    ) -> SnapshotPage | None:
         """A page of `list_snapshots` (`limit` checked); None when `before` is not listed."""
 
     # -- segments ----------------------------------------------------------
@@ -101,7 +106,7 @@ class StoreBase(PollsEvents, ABC):
         session_id: str,
         segment_id: str,
         parent_id: str | None,
-        messages: Sequence[StoredMessage],
+        messages: Messages,
     ) -> None:
         """Write one immutable segment; see `RuntimeStore.put_segment`."""
         self._check_open()
@@ -179,7 +184,7 @@ class StoreBase(PollsEvents, ABC):
         status: str | None = None,
         limit: int | None = None,
         before: str | None = None,
-    ) -> list[JsonObject]:
+    ) -> SnapshotPage:
         """A page of projections, newest first; see `RuntimeStore.list_snapshots`."""
         self._check_open()
         at_least_one("limit", limit)

@@ -11,6 +11,7 @@ from ..session._runner import image_message_builder
 from ._workflow import ActivityNames, AgentSessionWorkflow, define_workflow_class
 
 _FLOW_TYPE = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,99}$")
+_DEFAULT_OPTIONS = AgentSessionOptions()
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -36,11 +37,13 @@ class AgentSessionFlow:
 def create_agent_session_flow(
     runner: AgentFrameworkRunner,
     flow_type: str,
-    options: AgentSessionOptions | None = None,
+    options: AgentSessionOptions = _DEFAULT_OPTIONS,
     *,
     task_queue: str | None = None,
 ) -> AgentSessionFlow:
     """Build the session flow of `runner` under the workflow type `flow_type`.
+
+    `options` defaults to `AgentSessionOptions()`, a new one for each flow.
 
     Raises:
         UserError: for a malformed flow type, or options the runner cannot honor
@@ -51,7 +54,8 @@ def create_agent_session_flow(
             f"flow type {flow_type!r} must start with a letter and contain only "
             "letters, digits, `_`, `.` or `-` (at most 100 characters)"
         )
-    options = options or AgentSessionOptions()
+    if options is _DEFAULT_OPTIONS or not options:  # `not`: None, from untyped code
+        options = AgentSessionOptions()  # so no two flows share one policy dict
     runner.validate_session_options(compaction=options.compaction)
     return AgentSessionFlow(
         flow_type=flow_type,

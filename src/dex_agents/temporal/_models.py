@@ -116,21 +116,25 @@ class CheckEditInput(_SessionStepInput):
 
 
 @dataclass(frozen=True, kw_only=True)
-class ReleaseParkInput(_SessionStepInput):
-    """Input of the Step that closes a park its turn no longer needs."""
+class _ParkStepInput(_SessionStepInput):
+    """The input of a Step sent to a park: it names the deferring segment parked."""
 
     segment_id: str
-    """The deferring segment the park would have resumed."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class PrimeParkInput(_SessionStepInput):
-    """Input of the Step that lets a park go on with an approved call."""
+class ReleaseParkInput(_ParkStepInput):
+    """Input of the Step that closes a park its turn no longer needs."""
 
-    segment_id: str
-    """The deferring segment the park resumes."""
+
+@dataclass(frozen=True, kw_only=True)
+class PrimeParkInput(_ParkStepInput):
+    """Input of the Step that lets a park go on with an approved call.
+
+    `call` is the call as its tool Step runs it (never with its input by reference).
+    """
+
     call: ToolCall
-    """The call as its tool Step runs it (never with its input by reference)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -250,7 +254,7 @@ class RunModelOutput:
         """What the segment's end does to the turn: it ends, or goes to its calls."""
         if self.kind == "turn_completed":
             return model_answered(
-                state,
+                state=state,
                 segment_id=self.segment_id,
                 final_text=self.final_text,
                 usage=self.usage,
@@ -316,11 +320,11 @@ class CallToolOutput:
         return record_outcome(
             state,
             output=self.output,
+            attempts=attempts,
             is_error=self.is_error,
             output_ref=self.output_ref,
             finished_by_resumed_turn=self.finished_by_resumed_turn,
-            images=self.images,
-            attempts=attempts,
+            images=tuple(self.images),
         )
 
 
@@ -354,7 +358,7 @@ class EngineInfo:
 
     sandboxed: bool
     """Whether the workflow code runs in Temporal's sandbox."""
-    runs: int
+    runs: int = 1
     """Runs of the session so far: 1 plus each continue-as-new."""
     parked_on: str | None = None
     """The task queue of the worker holding the session's next segment parked."""
