@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import pickle
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,17 @@ async def test_an_edit_that_fails_the_schema_is_refused_and_the_call_stays_pendi
 
     assert caught.value.field == "orderId"
     assert "orderId" in str(caught.value) and "create_refund" in str(caught.value)
+    # The argument at fault is `edited_input`: a handler of bad arguments sees it too,
+    # and it crosses a process whole.
+    assert isinstance(caught.value, InvalidArgumentError)
+    assert caught.value.argument == "edited_input"
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (type(again), again.field, again.argument, str(again)) == (
+        InvalidEditError,
+        "orderId",
+        "edited_input",
+        str(caught.value),
+    )
     with pytest.raises(InvalidEditError) as missing:
         await harness.sessions.resolve_interrupt(
             sid, interrupt_id, approved=True, edited_input={"order": "8"}
