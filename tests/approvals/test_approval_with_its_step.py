@@ -9,29 +9,22 @@ the events stay in order and the Step starts a round trip sooner.
 from __future__ import annotations
 
 import uuid
-from pathlib import Path
 
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from dex_agents.temporal import create_worker
-from support.session_harness import ledger_session
+from support.session_harness import Harness, waiting_interrupt
 
 REFUND = 'call create_refund {"orderId": "8"}'
 
 
 async def test_an_approved_calls_events_are_written_by_its_tool_step(
-    client: Client, tmp_path: Path, flow_type: str
+    client: Client, harness: Harness
 ) -> None:
-    _, flow, store, sessions = ledger_session(client, tmp_path, flow_type)
     sid = f"approval-with-step-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message=REFUND)
-        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
-        assert await sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True
-        )
-        snap = await sessions.wait_for_idle(sid, timeout=30)
+    interrupt_id = await waiting_interrupt(harness, sid, REFUND)
+    assert await harness.sessions.resolve_interrupt(sid, interrupt_id, approved=True)
+    snap = await harness.sessions.wait_for_idle(sid, timeout=30)
     assert snap.turns[-1].final_text == "done: create_refund=refunded order 8"
 
     # No local activity (a publish) between the approval's Update and its Step.
@@ -51,9 +44,8 @@ async def test_an_approved_calls_events_are_written_by_its_tool_step(
     assert after[0] == "step:call_single_attempt_tool", kinds
 
     # The Step wrote the approval, once, before the call's own events.
-    types = [e.type for e in await store.read_events(sid)]
+    types = [e.type for e in await harness.store.read_events(sid)]
     assert types.count("interrupt_resolved") == 1
     assert types.index("interrupt_resolved") < types.index("tool_call_started")
     (record,) = snap.turns[-1].tool_calls
     assert record.status == "finished"
-    await store.close()

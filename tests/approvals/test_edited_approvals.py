@@ -12,23 +12,18 @@ from temporalio.client import Client
 from dex_agents import InvalidArgumentError, InvalidEditError
 from dex_agents.temporal import create_worker
 from support.history import settled_history_length
-from support.session_harness import Harness, ledger_session
+from support.session_harness import Harness, ledger_session, waiting_interrupt
 
 pytestmark = pytest.mark.timeout(120)
-
-
-async def _waiting(harness: Harness, sid: str, script: str) -> str:
-    await harness.sessions.start(sid, initial_message=script)
-    snap = await harness.sessions.wait_for_idle(sid)
-    (interrupt,) = snap.pending_interrupts
-    return interrupt.interrupt_id
 
 
 async def test_an_edited_refund_runs_once_with_the_edited_input(
     harness: Harness,
 ) -> None:
     sid = "edit-refund-runs-edited"
-    interrupt_id = await _waiting(harness, sid, 'call create_refund {"orderId": "7"}')
+    interrupt_id = await waiting_interrupt(
+        harness, sid, 'call create_refund {"orderId": "7"}'
+    )
 
     applied = await harness.sessions.resolve_interrupt(
         sid,
@@ -69,7 +64,9 @@ async def test_an_edit_that_fails_the_schema_is_refused_and_the_call_stays_pendi
     harness: Harness,
 ) -> None:
     sid = "edit-refund-schema-refused"
-    interrupt_id = await _waiting(harness, sid, 'call create_refund {"orderId": "7"}')
+    interrupt_id = await waiting_interrupt(
+        harness, sid, 'call create_refund {"orderId": "7"}'
+    )
 
     with pytest.raises(InvalidEditError) as caught:
         await harness.sessions.resolve_interrupt(
@@ -111,7 +108,9 @@ async def test_wrong_edit_arguments_are_refused_before_anything_is_sent(
     harness: Harness,
 ) -> None:
     sid = "edit-refund-bad-arguments"
-    interrupt_id = await _waiting(harness, sid, 'call create_refund {"orderId": "7"}')
+    interrupt_id = await waiting_interrupt(
+        harness, sid, 'call create_refund {"orderId": "7"}'
+    )
     before = await settled_history_length(harness.sessions.client, sid)
 
     for edited, approved in [
@@ -139,7 +138,9 @@ async def test_a_long_edit_travels_by_reference_and_runs_whole(
     harness: Harness,
 ) -> None:
     sid = "edit-refund-long-input"
-    interrupt_id = await _waiting(harness, sid, 'call create_refund {"orderId": "7"}')
+    interrupt_id = await waiting_interrupt(
+        harness, sid, 'call create_refund {"orderId": "7"}'
+    )
     order = "8" * 100_000
 
     assert await harness.sessions.resolve_interrupt(

@@ -15,7 +15,8 @@ import json
 import logging
 import os
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,28 @@ async def _waiting_refund(
     return _Waiting(sid, sessions, store, waiting.pending_interrupts[0])
 
 
+@asynccontextmanager
+async def _parked_refund(
+    rig: ClaudeRig,
+    client: Client,
+    sid: str,
+    caplog: pytest.LogCaptureFixture,
+    flow: AgentSessionFlow = hot_agent.flow,
+) -> AsyncIterator[tuple[_Waiting, int, SQLiteRuntimeStore]]:
+    """A worker of `flow` whose session `sid` waits on its refund, the CLI parked.
+
+    Yields the waiting session, the parked CLI's PID and the store (closed after).
+    """
+    caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
+    store = SQLiteRuntimeStore(rig.tmp / "runtime.sqlite")
+    try:
+        async with create_worker(client, [flow], store=store):
+            waiting = await _waiting_refund(rig, client, sid, flow=flow)
+            yield waiting, await _parked_pid(rig, sid), store
+    finally:
+        await store.close()
+
+
 async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
     claude_rig: ClaudeRig,
     client: Client,
@@ -176,11 +199,11 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
     # however loaded the machine (the resumed Step is sent once the Step ended).
     monkeypatch.setenv("DEX_AGENTS_REFUND_SECONDS", "0.5")
     sid = "hot-approve-inside"
-    caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    async with create_worker(client, [hot_agent.flow], store=store):
-        waiting = await _waiting_refund(claude_rig, client, sid)
-        parked = await _parked_pid(claude_rig, sid)
+    async with _parked_refund(claude_rig, client, sid, caplog) as (
+        waiting,
+        parked,
+        store,
+    ):
         info = await waiting.sessions.engine_info(sid)
         assert info.parked_on is not None and ".parked." in info.parked_on
         target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
@@ -191,7 +214,6 @@ async def test_an_approval_inside_the_window_is_answered_by_the_parked_cli(
         assert f"waits parked on queue {info.parked_on}" in shown.stdout
         await waiting.approve()
         steps = await waiting.refunded_once(client)
-    await store.close()
 
     assert [s[2] for s in steps] == ["completed", "completed"]
     ((_, queue, _),) = _parked_steps(steps)
@@ -216,11 +238,11 @@ async def test_a_primed_park_whose_window_passes_is_killed_and_resumes_cold(
     flow = hot_agent.build_flow(window=3, flow_type="HotAgentPrimedLate")
     monkeypatch.setenv("DEX_AGENTS_REFUND_SECONDS", "4")
     sid = "hot-primed-late"
-    caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    async with create_worker(client, [flow], store=store):
-        waiting = await _waiting_refund(claude_rig, client, sid, flow=flow)
-        parked = await _parked_pid(claude_rig, sid)
+    async with _parked_refund(claude_rig, client, sid, caplog, flow) as (
+        waiting,
+        parked,
+        _,
+    ):
         requests = len(claude_rig.api.requests)
         await waiting.approve()
         closed = f"closed the parked segment of session {sid}: its window"
@@ -233,7 +255,6 @@ async def test_a_primed_park_whose_window_passes_is_killed_and_resumes_cold(
             while parked in cli_processes_in(_cwd(claude_rig, sid)):
                 await asyncio.sleep(0.05)
         steps = await waiting.refunded_once(client)
-    await store.close()
 
     assert f"primed the parked segment of session {sid} (CLI pid {parked})" in (
         caplog.text
@@ -254,11 +275,11 @@ async def test_a_session_continued_as_new_while_it_waits_still_takes_the_park(
         flow_type="HotAgentContinued", continue_as_new_after_events=10
     )
     sid = "hot-approve-continued"
-    caplog.set_level(logging.INFO, logger="dex_agents.temporal.parking")
-    store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
-    async with create_worker(client, [flow], store=store):
-        waiting = await _waiting_refund(claude_rig, client, sid, flow=flow)
-        parked = await _parked_pid(claude_rig, sid)
+    async with _parked_refund(claude_rig, client, sid, caplog, flow) as (
+        waiting,
+        parked,
+        _,
+    ):
         async with asyncio.timeout(30):
             while (info := await waiting.sessions.engine_info(sid)).runs < 2:
                 await asyncio.sleep(0.05)
@@ -268,7 +289,6 @@ async def test_a_session_continued_as_new_while_it_waits_still_takes_the_park(
         await waiting.refunded_once(client)
         steps = await _model_steps(client, sid, run_id)
         continued = await client.get_workflow_handle(sid, run_id=run_id).fetch_history()
-    await store.close()
 
     assert "park-crosses-continue-as-new" in patch_markers(continued)
     assert [s[2] for s in steps] == ["completed"]

@@ -18,7 +18,7 @@ from dex_agents import NoWorkerError
 from dex_agents.session._events import EventRecord
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import create_worker
-from support.session_harness import ledger_session
+from support.session_harness import Harness, ledger_session, waiting_interrupt
 
 REFUND = 'call create_refund {"orderId": "8"}'
 
@@ -28,25 +28,22 @@ async def _resolutions(store: SQLiteRuntimeStore, sid: str) -> list[EventRecord]
     return [e for e in events if e.type == "interrupt_resolved"]
 
 
-async def test_an_approval_by_update_records_who_approved(
-    client: Client, tmp_path: Path, flow_type: str
-) -> None:
-    _, flow, store, sessions = ledger_session(client, tmp_path, flow_type)
+async def test_an_approval_by_update_records_who_approved(harness: Harness) -> None:
+    sessions = harness.sessions
     sid = f"resolved-by-update-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message=REFUND)
-        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
-        assert interrupt.resolved_by is None
-        changed = await sessions.resolve_interrupt(
-            sid, interrupt.interrupt_id, approved=True, resolved_by="alice"
-        )
-        assert changed
-        snap = await sessions.wait_for_idle(sid, timeout=30)
+    interrupt_id = await waiting_interrupt(harness, sid, REFUND)
+    (interrupt,) = (await sessions.snapshot(sid)).pending_interrupts
+    assert interrupt.resolved_by is None
+    changed = await sessions.resolve_interrupt(
+        sid, interrupt_id, approved=True, resolved_by="alice"
+    )
+    assert changed
+    snap = await sessions.wait_for_idle(sid, timeout=30)
     assert snap.turns[-1].final_text == "done: create_refund=refunded order 8"
     (record,) = snap.turns[-1].tool_calls
     assert (record.status, record.resolved_by) == ("finished", "alice")
-    (resolved,) = await _resolutions(store, sid)
-    assert resolved.data["interrupt_id"] == interrupt.interrupt_id
+    (resolved,) = await _resolutions(harness.store, sid)
+    assert resolved.data["interrupt_id"] == interrupt_id
     assert (resolved.data["approved"], resolved.data["resolved_by"]) == (True, "alice")
 
 

@@ -117,6 +117,13 @@ async def harness(
         )
 
 
+async def waiting_interrupt(harness: Harness, sid: str, script: str) -> str:
+    """Start `sid` with `script` and return the ID of the one interrupt it waits on."""
+    await harness.sessions.start(sid, initial_message=script)
+    (interrupt,) = (await harness.sessions.wait_for_idle(sid)).pending_interrupts
+    return interrupt.interrupt_id
+
+
 class RecordingRunner(ScriptedRunner):
     """The ledger flow's scripted runner that records every `run_model` attempt.
 
