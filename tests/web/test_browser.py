@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Locator, Page, expect
 
 from support.browser import screenshot_dir, signed_in_page
 from support.web_rig import WebRig
@@ -47,6 +47,13 @@ async def test_inbox_shows_approvals_live_and_approves_in_place(
     assert await row.locator("td.tool").text_content() == "create_refund"
     await expect(page.locator("#approval-count")).to_have_text("2")
     await page.screenshot(path=str(screenshot_dir(tmp_path) / "inbox.png"))
+    # A row's every control fits a 1280-pixel window, its edit form open or not:
+    # nothing to scroll sideways for.
+    await _fits_the_window(page, row)
+    await row.locator("details.edit summary").click()
+    await expect(row.locator("form.edit-form textarea")).to_be_visible()
+    await _fits_the_window(page, row)
+    await row.locator("details.edit summary").click()
 
     await row.locator("button.approve").click()
     await expect(row.locator(".decided-by")).to_have_text("approved by approver")
@@ -56,6 +63,15 @@ async def test_inbox_shows_approvals_live_and_approves_in_place(
     # The rest of the inbox: the other row is still there, the decided one stays in place.
     await expect(page.locator("#approval-count")).to_have_text("1")
     assert dialogs == []
+
+
+async def _fits_the_window(page: Page, row: Locator) -> None:
+    width = await page.evaluate("window.innerWidth")
+    assert await page.evaluate("document.documentElement.scrollWidth") <= width
+    for control in ("button.approve", "input[name=message]", "button.reject"):
+        box = await row.locator(control).first.bounding_box()
+        assert box is not None, control
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, (control, box)
 
 
 async def test_a_reject_with_a_message_from_the_inbox_reaches_the_model(
