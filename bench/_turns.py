@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -42,6 +42,14 @@ async def _alternate(
             + ", ".join(f"{n} {times[n][-1]:.3f} s" for n in order)
         )
     return times
+
+
+def _median_difference(samples: Sequence[float], baseline: Sequence[float]) -> float:
+    return _stats.median(samples) - _stats.median(baseline)
+
+
+def _median_ratio(samples: Sequence[float], baseline: Sequence[float]) -> float:
+    return _stats.median(samples) / _stats.median(baseline)
 
 
 async def _quiet() -> None:
@@ -79,8 +87,9 @@ def _ratio_row(
 
 async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
     """Figure 1: a one-segment turn, durable vs the bare adapter vs plain `query()`."""
-    # 30, not 15: a CLI start varies by tens of ms, and 1a is a difference of medians.
-    runs = 3 if rig.quick else 30
+    # 60: a CLI start varies by tens of ms, and 1a is a difference of medians
+    # (with 30 runs it moved by 4-8 ms between runs of the same code).
+    runs = 3 if rig.quick else 60
     # Untimed: the first CLI start pays for a cold page cache.
     await bench.durable_turn(await bench.new_session("warm"), SAY)
     await bench.plain_turn(SAY)
@@ -111,6 +120,9 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
     # plain application could stop reading there too, so the cost of durability
     # is measured against plain query()'s time to its result, not to its end.
     gap_ms = (_stats.median(durable_s) - _stats.median(to_result)) * 1000
+    gap_low, gap_high = _stats.bootstrap_interval(
+        _median_difference, durable_s, to_result
+    )
     exit_ms = (_stats.median(plain_s) - _stats.median(to_result)) * 1000
     adapter_ms = (_stats.median(adapter_s) - _stats.median(plain_s)) * 1000
     split = {
@@ -145,7 +157,8 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
             target="≤ +30 ms",
             met=gap_ms <= 30,
             note=(
-                "difference of the medians (p95: of the p95s); plain query() "
+                "difference of the medians (p95: of the p95s), 95% bootstrap "
+                f"interval {gap_low * 1000:.1f} to {gap_high * 1000:.1f} ms; plain query() "
                 f"reached its result {_stats.median(to_result):.3f} s and its end "
                 f"{exit_ms:.0f} ms later (the CLI's exit, which a durable segment "
                 "does not wait for); Temporal's OpenAI Agents and Pydantic AI "
@@ -164,7 +177,8 @@ async def one_segment_turn(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any
 
 async def tool_turns(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
     """Figures 2 and 3: an inline read, and an approved write in three segments."""
-    runs = 3 if rig.quick else 10
+    # 20: 2c's ratio moved between 1.28x and 1.32x from run to run with 10.
+    runs = 3 if rig.quick else 20
 
     async def durable_read() -> float:
         return await bench.durable_turn(await bench.new_session("read"), READ)
@@ -204,6 +218,9 @@ async def tool_turns(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
     clis = max(w.clis_while_waiting for w in writes)
     cold_clis = max(w.clis_while_waiting for w in cold_writes)
     parked_rss = [w.parked_rss_mb for w in writes if w.parked_rss_mb is not None]
+    ratio_low, ratio_high = _stats.bootstrap_interval(
+        _median_ratio, write_times["durable"], write_times["plain"]
+    )
     rows = [
         _ratio_row(
             "2a",
@@ -230,7 +247,8 @@ async def tool_turns(rig: Rig, bench: ClaudeBench) -> tuple[list[Row], Any]:
                 f"{_stats.median(deferring):.3f} s, resolve → turn completed "
                 f"{_stats.median(resumed) / 1000:.3f} s (medians); the plain hook "
                 "allows the write inline; Claude Code processes alive while "
-                f"waiting: {clis} (the parked one)"
+                f"waiting: {clis} (the parked one); the ratio's 95% bootstrap "
+                f"interval {ratio_low:.2f}× to {ratio_high:.2f}×"
             ),
         ),
         _ratio_row(
