@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from dex_agents.cli._demo import EXAMPLE_FLOW
+from support.cli_harness import spawn
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
@@ -15,15 +19,18 @@ pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 ROOT = Path(__file__).parents[2]
 
 
-@pytest.mark.timeout(300)
-def test_demo_runs_offline_and_shows_one_refund(tmp_path: Path) -> None:
+def _offline_env(state: Path) -> dict[str, str]:
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "CLAUDE_"))
+        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "DEX_AGENTS_EXAMPLE_"))
     }
-    env["DEX_AGENTS_STATE_DIR"] = str(tmp_path / "state")
+    env["DEX_AGENTS_STATE_DIR"] = str(state)
     env["COLUMNS"] = "200"
+    return env
+
+
+def _demo(env: dict[str, str]) -> str:
     done = subprocess.run(
         [sys.executable, "-m", "dex_agents.cli", "demo"],
         cwd=ROOT,
@@ -34,6 +41,12 @@ def test_demo_runs_offline_and_shows_one_refund(tmp_path: Path) -> None:
     )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
+    return out
+
+
+@pytest.mark.timeout(300)
+def test_demo_runs_offline_and_shows_one_refund(tmp_path: Path) -> None:
+    out = _demo(_offline_env(tmp_path / "state"))
     assert out.splitlines()[0].startswith(
         "No ANTHROPIC_API_KEY: using the project's scripted"
     )
@@ -42,3 +55,27 @@ def test_demo_runs_offline_and_shows_one_refund(tmp_path: Path) -> None:
     assert "refunds in the ledger: 0" in out
     assert "refunds in the ledger: 1" in out
     assert "the refund ran exactly once" in out
+
+
+@pytest.mark.timeout(300)
+def test_demo_runs_beside_a_dev_serving_the_same_agent(tmp_path: Path) -> None:
+    # The README's Quickstart leaves `dex-agents dev` serving the example agent in
+    # another terminal; a demo run on the same state directory (the same server)
+    # must keep its turns, and its refund, to its own worker.
+    state = tmp_path / "state"
+    dev = spawn(
+        ["dev", "--agent", EXAMPLE_FLOW, "--state-dir", str(state)],
+        _offline_env(state),
+        tmp_path,
+    )
+    try:
+        dev.expect("ready", timeout=60)
+        out = _demo(_offline_env(state))
+        assert "the refund ran exactly once" in out
+    finally:
+        assert dev.stop() == 0, dev.text
+    # The dev worker's own ledger (the example's default, under its directory) saw none.
+    ledger = tmp_path / ".dex-agents" / "support.sqlite"
+    if ledger.exists():
+        with sqlite3.connect(ledger) as conn:
+            assert list(conn.execute("SELECT * FROM refunds")) == []

@@ -17,6 +17,7 @@ import os
 import sqlite3
 import time
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 
 from rich.console import Console
@@ -130,13 +131,16 @@ async def run_demo(state_dir: str | None = None, console: Console | None = None)
         store = SQLiteRuntimeStore(store_path)
         stack.push_async_callback(store.close)
         flow_ref = EXAMPLE_FLOW
-        flow = load_flow(flow_ref)
+        # A queue of its own: a `dex-agents dev` serving the same agent on this
+        # server would otherwise take the demo's turns and run its refund.
+        flow = replace(load_flow(flow_ref), task_queue=f"dex-agents-demo-{run_id}")
         worker = WorkerProcess(
             WorkerProcessConfig(
                 address=engine.address,
                 namespace=engine.namespace,
                 store_path=str(store_path),
                 flow_ref=flow_ref,
+                task_queue=flow.task_queue,
             ),
             state,
             env=env,

@@ -36,6 +36,10 @@ class WorkerProcessConfig(WorkerEndpoint):
 
     flow_ref: str
     """`module:attr` (or `path/file.py:attr`) naming an `AgentSessionFlow` to serve."""
+    task_queue: str | None = None
+    """The queue to poll; None: the flow's own. The demo's own queue keeps a
+    `dex-agents dev` serving the same agent on the same server from taking its
+    turns (and running its tools with another ledger)."""
 
 
 @dataclass(eq=False, repr=False)
@@ -121,7 +125,7 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
         data_converter=pydantic_data_converter,
     )
     store = await open_runtime_store(config.store_path)
-    worker = create_worker(client, [flow], store=store)
+    worker = create_worker(client, [flow], store=store, task_queue=config.task_queue)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
     async with worker:
