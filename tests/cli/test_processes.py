@@ -80,12 +80,15 @@ async def test_dev_serves_the_agent_says_where_and_ctrl_c_stops_it(
     assert shown.exit_code == 0, shown.output
     assert "agent › said: hi" in shown.stdout
 
-    # The banner's inbox answers on 127.0.0.1 without a token, and so does its API.
-    inbox = re.search(r"inbox +(http://127\.0\.0\.1:\d+)/inbox", banner)
+    # The banner's inbox answers on 127.0.0.1 without a token, and so does its API,
+    # whose schema is where the banner says.
+    inbox = re.search(r"inbox +(http://127\.0\.0\.1:\d+)/inbox +\(API: (\S+)\)", banner)
     assert inbox, banner
     async with httpx.AsyncClient(base_url=inbox.group(1)) as web:
         page = await web.get("/inbox")
         assert page.status_code == 200 and "text/html" in page.headers["content-type"]
+        schema = await web.get(inbox.group(2))
+        assert schema.status_code == 200 and "/api/sessions" in schema.json()["paths"]
         listed = (await web.get("/api/sessions")).json()
         assert "dev-1" in json.dumps(listed)
 

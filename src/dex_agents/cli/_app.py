@@ -257,7 +257,7 @@ async def _serve_web(
             f"cannot serve the inbox on 127.0.0.1:{port}: {err}; pass another "
             "`--web-port`, or `--no-web`"
         ) from err
-    return f"{running.url}/inbox  (API: {running.url}/api/docs)"
+    return f"{running.url}/inbox  (API: {running.url}/api/openapi.json)"
 
 
 def _port_free(port: int) -> bool:
