@@ -1,11 +1,14 @@
 """What happens to the real CLI when a segment fails, is cancelled, or loses its worker."""
 
 import asyncio
+import http.server
+import json
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -172,3 +175,72 @@ def _assert_launched_by(cwd: Path, launcher: str) -> None:
     del launcher
     (pid,) = cli_processes_in(cwd)
     assert os.getpgid(pid) == pid
+
+
+async def test_a_cli_with_no_credentials_fails_for_good_and_says_how_to_sign_in(
+    hermetic: Hermetic,
+) -> None:
+    # No ANTHROPIC_API_KEY (and no login in the temporary HOME): the CLI answers
+    # "Not logged in · Please run /login", which no retry can change.
+    env = {k: v for k, v in hermetic.env.items() if k != "ANTHROPIC_API_KEY"}
+    driver = SessionDriver(runner_for(hermetic, env=env))
+    with pytest.raises(SessionError) as raised:
+        await driver.turn("dex-script: say hi")
+    assert not raised.value.retryable
+    message = str(raised.value)
+    assert "not signed in" in message, message
+    assert "ANTHROPIC_API_KEY" in message and "dex-agents doctor" in message, message
+    assert hermetic.proxy.attempts == []
+
+
+class _RefusesEveryKey(http.server.BaseHTTPRequestHandler):
+    """A Messages API that answers every request as the real one does a bad key."""
+
+    def do_POST(self) -> None:  # the name http.server calls
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        body = json.dumps(
+            {
+                "type": "error",
+                "error": {
+                    "type": "authentication_error",
+                    "message": "invalid x-api-key",
+                },
+            }
+        ).encode()
+        self.send_response(401)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        del format, args
+
+
+async def test_a_refused_api_key_fails_for_good_and_says_how_to_sign_in(
+    hermetic: Hermetic,
+) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RefusesEveryKey)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}"
+        driver = SessionDriver(
+            runner_for(
+                hermetic,
+                # The CLI retries a 401 for minutes (8 tries in 70 s measured); 0: at once.
+                env={
+                    **hermetic.env,
+                    "ANTHROPIC_BASE_URL": url,
+                    "CLAUDE_CODE_MAX_RETRIES": "0",
+                },
+            )
+        )
+        with pytest.raises(SessionError) as raised:
+            await driver.turn("dex-script: say hi")
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert not raised.value.retryable
+    message = str(raised.value)
+    assert "not signed in" in message and "ANTHROPIC_API_KEY" in message, message

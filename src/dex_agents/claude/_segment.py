@@ -425,6 +425,14 @@ class Segment:
             too_large = too_large_error(result, prompt)
             if too_large is not None:
                 raise too_large
+            if _not_signed_in(result):
+                raise SessionError(
+                    f"the Claude Code CLI is not signed in ({_error_text(result)}): "
+                    "set ANTHROPIC_API_KEY in the worker's environment (or in the "
+                    "agent's `ClaudeAgentOptions.env`), and check it with "
+                    "`dex-agents doctor`",
+                    retryable=False,
+                )
             raise SessionError(
                 f"Claude Code returned an error result ({result.subtype}, "
                 f"{result.terminal_reason}): {_error_text(result)}"
@@ -685,6 +693,21 @@ _SDK_STDERR_PLACEHOLDER = "Check stderr output for details"
 """What the SDK (0.2.184 to 0.2.189) puts where a failed CLI's stderr would be."""
 _SDK_CONTROL_TIMEOUT = "Control request timeout"
 """How the SDK's plain Exception for an unanswered control request begins."""
+
+
+_NOT_SIGNED_IN = ("Not logged in", "Invalid API key")
+"""How CLI 2.1.327 starts the result of a segment it could not authenticate."""
+
+
+def _not_signed_in(result: ResultMessage) -> bool:
+    """Whether an error result says the CLI has no working credentials.
+
+    Another attempt cannot change that: without this, a worker with no key
+    retried every segment and ended with the CLI's own advice ("Please run
+    /login"), which is not how a worker signs in.
+    """
+    text = (result.result or "").strip()
+    return result.api_error_status == 401 or text.startswith(_NOT_SIGNED_IN)
 
 
 def _error_text(result: ResultMessage) -> str:
