@@ -24,6 +24,7 @@ from support.cli_harness import (
     spawn,
     spawn_chat,
     spawn_command,
+    typed_command,
 )
 from support.session_harness import ledger_config
 
@@ -252,7 +253,8 @@ async def test_chat_shows_progress_and_ctrl_c_stops_the_turn_then_leaves(
     chat.expect("■ stopped turn-1")
     chat.expect("you › ")
     chat.sendintr()
-    chat.expect("bye; come back with")
+    # The way back names the command as it was run (a venv's `bin/` is often not on PATH).
+    chat.expect_exact(f"bye; come back with `{typed_command()} chat c-2-{RUN}`")
     assert chat.wait_exit() == 0
 
     chat = spawn_chat(engine, tmp_path, flow_type, f"c-2-{RUN}")

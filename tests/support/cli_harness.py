@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import shutil
 import sys
 import time
 import uuid
@@ -33,6 +34,13 @@ from support.session_harness import ledger_config
 
 HERE = Path(__file__).parent
 DEX_AGENTS = str(Path(sys.executable).parent / "dex-agents")
+
+
+def typed_command() -> str:
+    """How `dex-agents`'s advice names the command that `spawn` runs: `dex-agents`
+    only when PATH finds that very file."""
+    found = shutil.which("dex-agents")
+    return "dex-agents" if found and Path(found).samefile(DEX_AGENTS) else DEX_AGENTS
 
 
 async def invoke(*args: str) -> Result:

@@ -507,9 +507,7 @@ async def _serve(
                 w = create_worker(conn.client, group, store=store, task_queue=queue)
                 runs.append(asyncio.create_task(w.run()))
                 stack.push_async_callback(_shutdown, w, runs[-1])
-            hint = (
-                f"; chat: dex-agents chat my-session --agent {refs[0]}" if refs else ""
-            )
+            hint = f"; chat: {prog()} chat my-session --agent {refs[0]}" if refs else ""
             out.print(
                 Text.assemble(
                     ("ready", "bold green"), (f"  Ctrl-C stops{hint}", "dim")

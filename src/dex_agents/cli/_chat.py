@@ -58,7 +58,7 @@ from ._context import (
     unreachable,
     worker_seen,
 )
-from ._errors import CommandError, translated_errors
+from ._errors import CommandError, command_words, translated_errors
 
 _QUIT = frozenset({"/quit", "/exit", "/q"})
 _HELP = (
@@ -1034,4 +1034,4 @@ def _goodbye(chat: Chat) -> None:
             )
         case "idle":
             text = f"bye; come back with `dex-agents chat {sid}`"
-    render.say(chat.out, text, "dim")
+    render.say(chat.out, command_words(text), "dim")

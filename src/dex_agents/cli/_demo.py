@@ -28,6 +28,7 @@ from ..temporal import EmbeddedEngine, SessionClient
 from ..temporal._engine import resolve_state_dir
 from ..temporal._worker_process import WorkerProcess, WorkerProcessConfig
 from ._agent_ref import load_flow
+from ._errors import prog
 
 EXAMPLE_FLOW = "dex_agents.examples.support_agent:flow"
 
@@ -213,5 +214,5 @@ async def run_demo(state_dir: str | None = None, console: Console | None = None)
             f"[bold green]✓ the refund ran exactly once, across a worker crash "
             f"({len(final.turns)} turns, {final.usage.model_calls} model calls).[/bold green]"
         )
-        console.print(f"see it again: dex-agents show {session_id} --state-dir {state}")
+        console.print(f"see it again: {prog()} show {session_id} --state-dir {state}")
     return 0

@@ -25,7 +25,7 @@ from ._context import (
     target_options,
     timeout_option,
 )
-from ._errors import CommandError, run
+from ._errors import CommandError, prog, run
 
 _END_HELP = """End a session: its workflow completes, and its history stays readable.
 
@@ -113,4 +113,4 @@ async def _end(
             f"({interrupt.tool_name})",
             "yellow",
         )
-    render.say(out, f"its history: dex-agents show {session_id}", "dim")
+    render.say(out, f"its history: {prog()} show {session_id}", "dim")
