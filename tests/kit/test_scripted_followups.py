@@ -248,3 +248,18 @@ def test_the_command_is_found_before_the_blocks_the_cli_adds_to_a_prompt() -> No
         {"role": "system", "content": "# Environment"},
     ]
     assert plan_reply(messages).reply == TextReply(text="said: a pixel")
+
+
+def test_the_example_keeps_its_data_in_the_state_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dex_agents.examples import support_agent
+
+    monkeypatch.delenv("DEX_AGENTS_EXAMPLE_DB", raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("DEX_AGENTS_STATE_DIR", raising=False)
+    assert support_agent.ledger_path() == Path(".dex-agents/support.sqlite")
+    monkeypatch.setenv("DEX_AGENTS_STATE_DIR", str(tmp_path / "state"))
+    assert support_agent.ledger_path() == tmp_path / "state" / "support.sqlite"
+    monkeypatch.setenv("DEX_AGENTS_EXAMPLE_DB", str(tmp_path / "own.sqlite"))
+    assert support_agent.ledger_path() == tmp_path / "own.sqlite"

@@ -6,7 +6,8 @@ Step with an idempotency key. Bash has no policy, so it is unclassified: every
 call waits for approval and then runs inside the resumed turn.
 
 The orders and refunds live in a small SQLite ledger (`DEX_AGENTS_EXAMPLE_DB`,
-default `.dex-agents/support.sqlite`), so you can see that a refund ran once.
+default `support.sqlite` in the state directory: `DEX_AGENTS_STATE_DIR`, else
+`.dex-agents/`), so you can see that a refund ran once.
 
 It ships inside the package, so `--agent dex_agents.examples.support_agent:flow`
 works from any directory and from an installed wheel (`examples/support_agent.py`
@@ -37,9 +38,16 @@ ORDERS = {
 }
 
 
+def _state_dir() -> Path:
+    """The state directory the engine uses when none is passed (see `resolve_state_dir`)."""
+    return Path(os.environ.get("DEX_AGENTS_STATE_DIR") or ".dex-agents")
+
+
 def ledger_path() -> Path:
     """Where the example keeps its refunds."""
-    path = Path(os.environ.get("DEX_AGENTS_EXAMPLE_DB", ".dex-agents/support.sqlite"))
+    path = Path(
+        os.environ.get("DEX_AGENTS_EXAMPLE_DB") or _state_dir() / "support.sqlite"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -89,7 +97,9 @@ async def create_refund(args: dict[str, Any]) -> dict[str, Any]:
 
 def options(context: ClaudeAgentOptionsContext) -> ClaudeAgentOptions:
     """Options per segment; the same `cwd` for every segment of a session."""
-    workdir = Path(os.environ.get("DEX_AGENTS_EXAMPLE_WORKDIR", ".dex-agents/agents"))
+    workdir = Path(
+        os.environ.get("DEX_AGENTS_EXAMPLE_WORKDIR") or _state_dir() / "agents"
+    )
     cwd = workdir / context.flow_id
     cwd.mkdir(parents=True, exist_ok=True)
     return ClaudeAgentOptions(
