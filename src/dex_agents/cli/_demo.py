@@ -99,7 +99,8 @@ async def _stream_turn(
 
 async def run_demo(state_dir: str | None = None, console: Console | None = None) -> int:
     """Play the demo; 0 when every step happened, 1 otherwise."""
-    console = console or Console(highlight=False)
+    # soft_wrap: piped (as `make demo` in CI) its lines are not cut at 80 columns.
+    console = console or Console(highlight=False, soft_wrap=True)
     scripted = not os.environ.get("ANTHROPIC_API_KEY")
     if scripted:
         console.print(
