@@ -68,6 +68,7 @@ async def test_sessions_without_a_store_is_empty(tmp_path: Path) -> None:
     result = await invoke("sessions", "--state-dir", str(tmp_path / "none"))
     assert result.exit_code == 0, result.output
     assert "no sessions yet" in result.stdout
+    assert "another directory: `--state-dir DIR`" in result.stdout
     result = await invoke("sessions", "--json", "--state-dir", str(tmp_path / "none"))
     assert json.loads(result.stdout) == []
     assert not (tmp_path / "none").exists(), "a read must not create the state dir"
@@ -244,6 +245,9 @@ async def test_no_server_is_one_line_saying_how_to_start_one(tmp_path: Path) -> 
     for args in (["approve", "s", "intr_x"], ["show", "s"], ["chat", "s"]):
         result = await invoke(*args, *empty)
         assert_one_line_error(result, "no Temporal server is running", "dex-agents dev")
+    # `show` of a session the store lacks also says where else it may be.
+    result = await invoke("show", "s", *empty)
+    assert_one_line_error(result, "of another directory: pass its `--state-dir`")
     result = await invoke("approve", "s", "intr_x", "--address", "127.0.0.1:1")
     assert_one_line_error(result, "cannot connect", "127.0.0.1:1")
 

@@ -570,7 +570,10 @@ def sessions(as_json: bool, target: Target) -> None:
         as_json=as_json,
         json_of=render.session_summary_json,
         table=render.sessions_table,
-        none=f"no sessions yet in {redacted_store(target.store)}",
+        none=(
+            f"no sessions yet in {redacted_store(target.store)} (sessions of another "
+            "directory: `--state-dir DIR`, or `--store`)"
+        ),
     )
 
 
@@ -697,7 +700,8 @@ async def _snapshot_and_note(
         if conn is None:
             raise CommandError(
                 f"session {session_id!r} is not in the store "
-                f"{redacted_store(target.store)!r}, and {unreachable}"
+                f"{redacted_store(target.store)!r} (a session of another directory: "
+                f"pass its `--state-dir`), and {unreachable}"
             )
         if info is not None:
             raise no_worker(info.flow_type, info.task_queue)
