@@ -696,7 +696,8 @@ _SDK_CONTROL_TIMEOUT = "Control request timeout"
 
 
 _NOT_SIGNED_IN = ("Not logged in", "Invalid API key")
-"""How CLI 2.1.327 starts the result of a segment it could not authenticate."""
+"""How the CLI (2.1.332, bundled) starts the result of a segment it could not
+authenticate: no key at all, or a key the Messages API refused."""
 
 
 def _not_signed_in(result: ResultMessage) -> bool:
