@@ -46,7 +46,7 @@ def bootstrap_interval(
 ) -> tuple[float, float]:
     """A percentile bootstrap interval of `statistic(samples, baseline)`.
 
-    1a and 2c are a difference and a ratio of two medians, each of 30 or 20
+    1a and 2c are a difference and a ratio of two medians, each of 60 or 20
     CLI runs whose start varies by tens of ms: the same code gives figures
     several ms apart from run to run. The interval says how far this run's
     figure could be from the one a longer run would find, so a target just

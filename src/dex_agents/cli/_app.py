@@ -38,7 +38,7 @@ from ..stores import RuntimeStore
 from ..stores._open import open_runtime_store, redacted_store
 from ..temporal import EmbeddedEngine, SessionClient, create_worker
 from ..temporal._client import with_recent_turns
-from ..temporal._engine import resolve_state_dir
+from ..temporal._engine import STATE_DIR_ENV, resolve_state_dir
 from ..temporal._flow import AgentSessionFlow
 from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
@@ -79,6 +79,7 @@ from ._end import end
 from ._errors import (
     BadArgumentError,
     CommandError,
+    command_words,
     prog,
     release_engine_runtime,
     run,
@@ -282,6 +283,9 @@ async def _dev(
 ) -> None:
     out = render.console()
     directory = resolve_state_dir(state_dir)
+    # The agent's code in this process sees the run's state directory as a plain
+    # `EmbeddedEngine()` would find it (the shipped example keeps its data there).
+    os.environ[STATE_DIR_ENV] = str(directory)
     quiet_temporal_logs()
     engine = EmbeddedEngine(
         state_dir=directory,
@@ -491,8 +495,10 @@ async def _serve(
     if not flows:
         render.say(
             out,
-            "no --agent, so no worker runs here; start one with "
-            "`dex-agents worker --agent module:flow`",
+            command_words(
+                "no --agent, so no worker runs here; start one with "
+                "`dex-agents worker --agent module:flow`"
+            ),
             "yellow",
         )
     stop = asyncio.Event()

@@ -337,9 +337,11 @@ class Chat:
                     await asyncio.sleep(0.1)
             except NoWorkerError:
                 self._note(
-                    f"no worker took the stop within {_STOP_TIMEOUT:g} s, so the "
-                    "turn was not stopped; it goes on once a worker runs "
-                    "(`dex-agents worker --agent module:flow`)",
+                    command_words(
+                        f"no worker took the stop within {_STOP_TIMEOUT:g} s, so the "
+                        "turn was not stopped; it goes on once a worker runs "
+                        "(`dex-agents worker --agent module:flow`)"
+                    ),
                     "yellow",
                 )
                 return None
@@ -447,8 +449,10 @@ class Chat:
             )
         if not seen:
             progress.hint(
-                f"no worker is serving flow {self.flow_type!r}; start one with "
-                "`dex-agents worker --agent module:flow`"
+                command_words(
+                    f"no worker is serving flow {self.flow_type!r}; start one with "
+                    "`dex-agents worker --agent module:flow`"
+                )
             )
 
     async def _snapshot(self) -> AgentSnapshot | None:

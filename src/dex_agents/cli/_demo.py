@@ -215,5 +215,7 @@ async def run_demo(state_dir: str | None = None, console: Console | None = None)
             f"[bold green]✓ the refund ran exactly once, across a worker crash "
             f"({len(final.turns)} turns, {final.usage.model_calls} model calls).[/bold green]"
         )
+        # Ended, not left running on a queue only this demo's worker polls.
+        await sessions.end(session_id, reason="the demo is over")
         console.print(f"see it again: {prog()} show {session_id} --state-dir {state}")
     return 0
