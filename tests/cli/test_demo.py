@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import pytest
 from temporalio.client import Client
 
 from dex_agents.cli._agent_ref import load_flow
-from dex_agents.cli._demo import EXAMPLE_FLOW
+from dex_agents.cli._demo import EXAMPLE_FLOW, _refund_rows  # pyright: ignore[reportPrivateUsage]
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
@@ -36,14 +35,6 @@ def _offline_env(state: Path) -> dict[str, str]:
     env["DEX_AGENTS_STATE_DIR"] = str(state)
     env.pop("COLUMNS", None)  # piped, as in CI: no terminal width to go by
     return env
-
-
-def _refunds(ledger: Path) -> list[tuple[object, ...]]:
-    """The example ledger's refunds; none when no tool ever opened it."""
-    if not ledger.exists():
-        return []
-    with sqlite3.connect(ledger) as conn:
-        return list(conn.execute("SELECT * FROM refunds"))
 
 
 def _demo(env: dict[str, str]) -> str:
@@ -102,7 +93,7 @@ def test_demo_runs_beside_a_dev_serving_the_same_agent(tmp_path: Path) -> None:
     finally:
         assert dev.stop() == 0, dev.text
     # The dev worker's own ledger (the example's, in the state directory) saw none.
-    assert _refunds(state / "support.sqlite") == []
+    assert _refund_rows(state / "support.sqlite") == []
 
 
 @pytest.mark.timeout(300)
@@ -133,5 +124,5 @@ async def test_dev_gives_the_agent_code_its_state_directory(tmp_path: Path) -> N
         await store.close()
     finally:
         assert dev.stop() == 0, dev.text
-    assert len(_refunds(state / "support.sqlite")) == 1
+    assert len(_refund_rows(state / "support.sqlite")) == 1
     assert not (tmp_path / ".dex-agents").exists()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import shutil
 import sys
 import time
 import uuid
@@ -26,6 +25,7 @@ from click.testing import CliRunner, Result
 from temporalio.client import Client
 
 from dex_agents.cli._app import main
+from dex_agents.cli._errors import prog
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
 from dex_agents.testing import Ledger
@@ -37,10 +37,8 @@ DEX_AGENTS = str(Path(sys.executable).parent / "dex-agents")
 
 
 def typed_command() -> str:
-    """How `dex-agents`'s advice names the command that `spawn` runs: `dex-agents`
-    only when PATH finds that very file."""
-    found = shutil.which("dex-agents")
-    return "dex-agents" if found and Path(found).samefile(DEX_AGENTS) else DEX_AGENTS
+    """How `dex-agents`'s advice names the command that `spawn` runs."""
+    return prog(DEX_AGENTS)
 
 
 async def invoke(*args: str) -> Result:

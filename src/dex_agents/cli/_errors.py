@@ -78,13 +78,15 @@ class ConflictError(CommandError):
     exit_code = EXIT_CONFLICT
 
 
-def prog() -> str:
+def prog(invoked: str | None = None) -> str:
     """The command as the user can type it again: `dex-agents` only when it is on PATH.
 
     A venv's `bin/` is often not on PATH (`.venv/bin/dex-agents`), and advice
-    naming a command the shell cannot find does not help.
+    naming a command the shell cannot find does not help. `invoked`: the path
+    the command was run by (default: this process's `sys.argv[0]`).
     """
-    invoked = sys.argv[0] if sys.argv else ""
+    if invoked is None:
+        invoked = sys.argv[0] if sys.argv else ""
     if Path(invoked).name != _PROG:
         return _PROG  # `python -m dex_agents.cli`, or a test's runner
     found = shutil.which(_PROG)
