@@ -404,6 +404,48 @@ async def test_server_that_exits_reports_its_log(
     assert not (state_dir / "engine.json").exists()
 
 
+_PANIC = """panic: failed getting free port: failed to assign a free port
+
+goroutine 1 [running]:
+github.com/temporalio/cli/internal/devserver.(*StartOptions).buildServer(...)
+"""
+
+
+def _panicking_binary(tmp_path: Path, *, then_real: bool) -> tuple[Path, Path]:
+    """A `temporal` that crashes like a Go panic (exit 2) on its first start, or on
+    every start; each start adds a line to the returned count file."""
+    fake, starts = tmp_path / "temporal", tmp_path / "starts"
+    real = f"if [ $(wc -l < '{starts}') -gt 1 ]; then exec '{find_temporal_binary()}' \"$@\"; fi\n"
+    fake.write_text(
+        f"#!/bin/sh\necho start >> '{starts}'\n{real if then_real else ''}"
+        f"cat >&2 <<'EOF'\n{_PANIC}EOF\nexit 2\n"
+    )
+    fake.chmod(0o755)
+    return fake, starts
+
+
+async def test_a_server_that_panics_while_starting_is_started_again(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, starts = _panicking_binary(tmp_path, then_real=True)
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_BIN", str(fake))
+    async with EmbeddedEngine(state_dir=state_dir) as engine:
+        assert await _run_greet(await engine.client(), "again") == "hello again"
+    assert starts.read_text().splitlines() == ["start", "start"]
+
+
+async def test_a_server_that_always_panics_is_an_error_after_three_starts(
+    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake, starts = _panicking_binary(tmp_path, then_real=False)
+    monkeypatch.setenv("DEX_AGENTS_TEMPORAL_BIN", str(fake))
+    with pytest.raises(EngineError, match="exited with code 2") as info:
+        await EmbeddedEngine(state_dir=state_dir).start()
+    assert "buildServer" in str(info.value)
+    assert starts.read_text().splitlines() == ["start"] * 3
+    assert not (state_dir / "engine.json").exists()
+
+
 async def test_server_that_never_answers_times_out(
     state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -757,7 +757,7 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
                             break
                         draft = answer.draft  # refused: edit it again, nothing lost
                 continue
-            text = out.input(Text("you › ", style="bold blue"))
+            text = _typed(out, Text("you › ", style="bold blue"))
             command = text.strip()
             if not command:
                 continue
@@ -846,7 +846,7 @@ def _choose(
                 return edited
             continue
         if answer in ("r", "reject", "n", "no"):
-            message = out.input(Text("message for the agent (optional) › ", "dim"))
+            message = _typed(out, Text("message for the agent (optional) › ", "dim"))
             return Decision(approved=False, message=message.strip() or None)
         if answer in _QUIT:
             raise _Leave
@@ -986,12 +986,30 @@ def _prefilled_input(out: Console, editor: ModuleType | None, text: str) -> str:
         editor.set_startup_hook(None)
 
 
+def _typed(out: Console, prompt: Text) -> str:
+    """A line typed at `prompt`; Ctrl-C raises `KeyboardInterrupt`, always.
+
+    Not a plain `input()`: CPython runs signal handlers only between its own
+    steps, so a Ctrl-C landing after the prompt is printed but before `input`
+    blocks in `read` would wait for the next keypress. Reading in slices ends
+    each slice in Python, where a pending Ctrl-C is raised.
+    """
+    line = _read_line(out, prompt, _never)
+    assert line is not None  # `_never` never stops it
+    return line
+
+
+def _never() -> bool:
+    return False
+
+
 def _read_line(out: Console, prompt: Text, stop: Callable[[], bool]) -> str | None:
     """A line typed at `prompt`, or None as soon as `stop()` is true.
 
     On a POSIX terminal it waits for input in short slices and asks `stop`
     between them, so an approval card answered elsewhere is refreshed instead
-    of waiting for a keypress; elsewhere it is a plain blocking `input`.
+    of waiting for a keypress (and a Ctrl-C is never held back, see `_typed`);
+    elsewhere it is a plain blocking `input`.
     """
     if os.name != "posix" or not sys.stdin.isatty():
         return out.input(prompt)
@@ -1009,7 +1027,8 @@ def _read_line(out: Console, prompt: Text, stop: Callable[[], bool]) -> str | No
 
 
 _ANSWER_POLL = 1.0
-"""Seconds between checks, while a card waits, that nobody else answered it."""
+"""Seconds between checks, while a line is typed (that nobody else answered the
+card, that no Ctrl-C is pending)."""
 
 
 def _goodbye(chat: Chat) -> None:

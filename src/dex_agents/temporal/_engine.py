@@ -873,6 +873,12 @@ class EmbeddedEngine:
             try:
                 await self._launch(binary, port, ui_port)
                 return
+            except _StartCrashedError as crashed:
+                # The dev server rarely panics while it builds itself (CI saw a
+                # stack from `devserver.(*StartOptions).buildServer`, exit 2), and
+                # the next start works. One that keeps crashing is an error.
+                if attempt == 2:
+                    raise EngineError(str(crashed)) from None
             except _PortTakenError as taken:
                 if taken.ui and ui_port is not None:
                     if self._ui_port is not None or not retry or attempt == 2:
@@ -986,11 +992,14 @@ class EmbeddedEngine:
                     # CLI 1.9.1: "can't set UI port N: listen tcp ...: bind: address
                     # already in use" when the UI's port is the one taken.
                     raise _PortTakenError(ui="UI port" in tail)
-                raise EngineError(
+                message = (
                     f"`temporal server start-dev` exited with code {code} before "
                     f"answering on {address!r}; its log {str(self.log_path)!r} "
                     f"ends with:\n{tail or '(empty)'}"
                 )
+                if "panic:" in tail or "goroutine " in tail:
+                    raise _StartCrashedError(message)
+                raise EngineError(message)
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise EngineError(
@@ -1049,6 +1058,10 @@ async def connect(
 
 # ---------------------------------------------------------------------------
 # helpers
+
+
+class _StartCrashedError(Exception):
+    """The server crashed (a Go panic) before it answered; its message is the error's."""
 
 
 class _PortTakenError(Exception):

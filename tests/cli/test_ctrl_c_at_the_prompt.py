@@ -1,0 +1,68 @@
+"""Ctrl-C at a chat prompt leaves at once, even when it lands before the read.
+
+CPython runs signal handlers between its own steps, so a SIGINT that arrives
+after the prompt is printed but before `input()` blocks in `read` used to wait
+for the next keypress: CI saw the chat ignore a Ctrl-C sent right after its
+prompt (`test_ctrl_c_in_the_chat_stops_the_turn_and_the_next_message_is_answered`).
+That window is microseconds wide; here it is made permanent: the prompt's main
+thread blocks SIGINT, so the signal is taken by another thread and the main
+thread's read is never interrupted. Only a prompt that returns to Python
+between slices raises the pending Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import textwrap
+
+import pexpect
+
+from support.cli_harness import Term
+
+_SCRIPT = textwrap.dedent(
+    """
+    import signal, threading
+    from rich.console import Console
+    from rich.text import Text
+    from dex_agents.cli._chat import _typed
+
+    # A thread that takes SIGINT, started before the main thread blocks it.
+    threading.Thread(target=threading.Event().wait, daemon=True).start()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        line = _typed(Console(), Text("you › "))
+        print("typed:", line)
+    except KeyboardInterrupt:
+        print("interrupted: Ctrl-C raised")
+    """
+)
+
+
+def _spawn() -> Term:
+    return Term(
+        pexpect.spawn(
+            sys.executable,
+            ["-c", _SCRIPT],
+            encoding="utf-8",
+            env={**os.environ, "TERM": "xterm"},
+            dimensions=(24, 120),
+        )
+    )
+
+
+def test_a_ctrl_c_the_reading_thread_never_sees_still_leaves_the_prompt() -> None:
+    term = _spawn()
+    term.expect("you › ")
+    os.kill(term.child.pid, signal.SIGINT)
+    term.expect("interrupted: Ctrl-C raised", timeout=15)
+    assert term.wait_exit() == 0
+
+
+def test_the_prompt_still_returns_the_line_typed() -> None:
+    term = _spawn()
+    term.expect("you › ")
+    term.sendline("say hello")
+    term.expect("typed: say hello")
+    assert term.wait_exit() == 0
