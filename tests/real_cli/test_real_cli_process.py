@@ -3,6 +3,7 @@
 import asyncio
 import http.server
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -74,8 +75,19 @@ async def test_an_error_result_fails_the_attempt(hermetic: Hermetic) -> None:
     assert raised.value.retryable
 
 
+_SDK_CRASH_LOG = "Fatal error in message reader"
+
+
+def _sdk_crash_logs(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno >= logging.ERROR and r.getMessage().startswith(_SDK_CRASH_LOG)
+    ]
+
+
 async def test_a_cancelled_attempt_kills_the_cli(
-    hermetic: Hermetic, launcher: str
+    hermetic: Hermetic, launcher: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     cwd = hermetic.base / "cwd"
     driver = SessionDriver(runner_for(hermetic, Ledger()))
@@ -90,8 +102,28 @@ async def test_a_cancelled_attempt_kills_the_cli(
             await task
         assert time.monotonic() - started < 3
         assert await wait_until_gone(cwd) == []
+        # Killed on purpose: the SDK's "Fatal error" is not logged as a crash.
+        assert _sdk_crash_logs(caplog) == []
     finally:
         hermetic.api.open_gate("g1")
+
+
+async def test_a_cli_killed_by_someone_else_fails_the_attempt_and_is_logged(
+    hermetic: Hermetic, caplog: pytest.LogCaptureFixture
+) -> None:
+    cwd = hermetic.base / "cwd"
+    driver = SessionDriver(runner_for(hermetic, Ledger()))
+    task = asyncio.create_task(driver.turn("dex-script: say hi ;; pause g2"))
+    try:
+        await hermetic.api.wait_paused("g2")
+        (pid,) = cli_processes_in(cwd)
+        os.kill(pid, signal.SIGKILL)  # not the segment's doing: out of memory, say
+        with pytest.raises(SessionError, match="the Claude Code CLI failed"):
+            await task
+    finally:
+        hermetic.api.open_gate("g2")
+    (logged,) = _sdk_crash_logs(caplog)
+    assert "exit code -9" in logged
 
 
 async def test_a_cli_that_ended_its_turn_exits_after_the_delay_one_that_deferred_at_once(

@@ -18,7 +18,9 @@ it runs `_launcher.py` under Python, which does the same with `ctypes` (about
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
+import logging
 import os
 import shlex
 import shutil
@@ -64,6 +66,18 @@ class CliProcessGroup:
     def __init__(self, real_cli: str) -> None:
         self._real_cli = real_cli
         self._directory: Path | None = None
+        self.killed = False
+        """True once `kill` reached a live process: the CLI's end is ours."""
+
+    def bind(self) -> None:
+        """Make this the group of the running task and of the tasks it starts.
+
+        The SDK's message reader, started by the query from this task, then
+        finds the group when the CLI it reads ends: a CLI this group killed is
+        not logged as a "Fatal error" (see `_OwnKillsFilter`).
+        """
+        _install_own_kills_filter()
+        _BOUND.set(self)
 
     def __enter__(self) -> CliProcessGroup:
         self._directory = Path(tempfile.mkdtemp(prefix="dex-agents-cli-"))
@@ -109,10 +123,12 @@ class CliProcessGroup:
             return
         try:
             os.killpg(pid, signal.SIGKILL)
+            self.killed = True
         except ProcessLookupError:
             # Killed before `setsid` made its group: the process alone, if alive.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
+                self.killed = True
         except PermissionError:
             pass
 
@@ -120,6 +136,37 @@ class CliProcessGroup:
         if self._directory is None:
             raise RuntimeError("CliProcessGroup is used outside its `with` block")
         return self._directory
+
+
+_BOUND: contextvars.ContextVar[CliProcessGroup | None] = contextvars.ContextVar(
+    "dex_agents_cli_group", default=None
+)
+_SDK_READER_LOGGER = "claude_agent_sdk._internal.query"
+_SDK_READER_FAILED = "Fatal error in message reader"
+
+
+class _OwnKillsFilter(logging.Filter):
+    """Drops the SDK's ERROR for a CLI the segment itself killed.
+
+    Stopping a turn, or ending a primed park, SIGKILLs the CLI on purpose; the
+    SDK's reader then logs `Fatal error in message reader: Command failed with
+    exit code -9` at ERROR, which reads as a crash in a worker's log. A CLI that
+    dies any other way (killed by someone else, out of memory, crashed) is
+    still logged, and the segment reports it as a failure.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        group = _BOUND.get()
+        return not (
+            group is not None
+            and group.killed
+            and str(record.msg).startswith(_SDK_READER_FAILED)
+        )
+
+
+@functools.cache
+def _install_own_kills_filter() -> None:
+    logging.getLogger(_SDK_READER_LOGGER).addFilter(_OwnKillsFilter())
 
 
 @functools.cache

@@ -190,6 +190,7 @@ class Segment:
         with contextlib.ExitStack() as stack:
             stack.enter_context(group)
             self._group = group
+            group.bind()
             options = self._segment_options(
                 cwd=cwd,
                 store=store,
