@@ -55,7 +55,9 @@ def _spawn() -> Term:
 def test_a_ctrl_c_the_reading_thread_never_sees_still_leaves_the_prompt() -> None:
     term = _spawn()
     term.expect("you › ")
-    os.kill(term.child.pid, signal.SIGINT)
+    pid = term.child.pid
+    assert pid is not None
+    os.kill(pid, signal.SIGINT)
     term.expect("interrupted: Ctrl-C raised", timeout=15)
     assert term.wait_exit() == 0
 
