@@ -18,8 +18,8 @@ SRC = Path(dex_agents.__file__).parent
 
 LAYERS: list[set[str]] = [
     {"_errors"},
-    {"session"},
-    {"_schema", "stores", "connectors", "notify", "otel", "_scripted"},
+    {"session", "_schema"},
+    {"stores", "connectors", "notify", "otel", "_scripted"},
     {"postgres", "s3", "temporal"},
     {"claude", "__init__"},
     {"testing", "examples"},

@@ -2,21 +2,55 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ._errors import InvalidEditError
-from .session._json import JsonObject
+
+if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
+
+def compiled_validator(schema: Mapping[str, Any]) -> Validator:
+    """A validator for `schema` (2020-12 unless its `$schema` says), built once.
+
+    Checking a schema against its metaschema and building its validator costs
+    about 0.6 ms; validating an input with the built one, about 10 µs. Every
+    custom tool call is validated, so the validator is kept per distinct schema.
+
+    Raises:
+        jsonschema.SchemaError: `schema` is not a valid JSON Schema.
+    """
+    try:
+        canonical = json.dumps(schema, sort_keys=True)
+    except (TypeError, ValueError):  # not JSON: build it each time
+        return _build(dict(schema))
+    return _compiled(canonical)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(canonical: str) -> Validator:
+    return _build(json.loads(canonical))
+
+
+def _build(schema: dict[str, Any]) -> Validator:
+    import jsonschema  # with the `claude` extra; only schema'd tools need it
+    from jsonschema.validators import validator_for
+
+    cls = validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def schema_problem(
-    schema: Mapping[str, Any], arguments: JsonObject, tool_name: str
+    schema: Mapping[str, Any], arguments: Mapping[str, Any], tool_name: str
 ) -> InvalidEditError | None:
     """Why `arguments` do not fit `schema`, naming the field; None when they fit."""
-    import jsonschema  # with the `claude` extra; only edits of a schema'd tool need it
     import jsonschema.exceptions
 
-    validator = jsonschema.Draft202012Validator(dict(schema))
+    validator = compiled_validator(schema)
     # typeshed leaves best_match's return unannotated (it is the best error or None)
     # and one iter_errors overload's parameter untyped.
     error = cast(

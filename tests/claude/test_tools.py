@@ -1,8 +1,10 @@
 from typing import Any
 
+import jsonschema
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, ToolAnnotations, tool
 
+from dex_agents._schema import compiled_validator
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.claude._tools import (
     CLAUDE_CODE_TOOL_NAMES,
@@ -111,3 +113,16 @@ def test_result_text_keeps_text_only() -> None:
     }
     assert result_text(result) == "a\n[image content omitted]\nb"
     assert result_text({}) == ""
+
+
+def test_a_schema_is_checked_and_its_validator_built_once() -> None:
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    first = compiled_validator(schema)
+    # An equal schema (another dict, keys in another order) reuses the validator.
+    assert compiled_validator(dict(reversed(list(schema.items())))) is first
+    assert isinstance(first, jsonschema.Draft202012Validator)
+    draft7 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"}
+    assert isinstance(compiled_validator(draft7), jsonschema.Draft7Validator)
+    # An invalid schema is refused as `jsonschema.validate` refused it.
+    with pytest.raises(jsonschema.SchemaError):
+        compiled_validator({"type": "no-such-type"})

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-import jsonschema
+import jsonschema.exceptions
 import mcp.types
 from claude_agent_sdk import SdkMcpTool
 
@@ -31,6 +31,7 @@ from claude_agent_sdk import (
 )
 
 from .._errors import InvalidOptionError
+from .._schema import compiled_validator
 from ..session import ToolPolicy
 from ..session._policy import ToolEffect
 from ..session._tool_sources import SourceTool, ToolSource
@@ -221,10 +222,17 @@ class CustomTool:
 
     def validation_error(self, arguments: Mapping[str, Any]) -> str | None:
         """Why `arguments` do not fit the input schema, or None when they do."""
-        try:
-            jsonschema.validate(instance=dict(arguments), schema=self.input_schema)
-        except jsonschema.ValidationError as e:
-            return f"Input validation error: {e.message}"
+        # As `jsonschema.validate` reports it (the best match), with the
+        # validator built once per schema instead of on every call.
+        # typeshed leaves best_match's return unannotated (the best error, or None).
+        error = cast(
+            "jsonschema.exceptions.ValidationError | None",
+            jsonschema.exceptions.best_match(  # pyright: ignore[reportUnknownMemberType]
+                compiled_validator(self.input_schema).iter_errors(dict(arguments))
+            ),
+        )
+        if error is not None:
+            return f"Input validation error: {error.message}"
         return None
 
 

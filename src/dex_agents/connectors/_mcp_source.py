@@ -61,6 +61,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from .._errors import SessionError, ToolExecutionError, UserError
+from .._schema import compiled_validator
 from ..session import ToolCall, ToolOutcome, ToolPolicy
 from ..session._json import JsonObject
 from ..session._policy import ToolEffect
@@ -509,19 +510,17 @@ def _schema_problem(schema: JsonObject, arguments: JsonObject) -> str | None:
             ValidationError,
             best_match,  # pyright: ignore[reportUnknownVariableType]
         )
-        from jsonschema.validators import validator_for
     except ImportError as e:  # pragma: no cover - depends on the install
         raise ImportError(
             'MCP tool sources need jsonschema: pip install "dex-agents[claude]"'
         ) from e
-    validator_class = validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
-        validator_class.check_schema(schema)
+        validator = compiled_validator(schema)
     except jsonschema.SchemaError as e:
         return f"the server's input schema is invalid ({e.message})"
     error = cast(
         "ValidationError | None",
-        best_match(validator_class(schema).iter_errors(arguments)),
+        best_match(validator.iter_errors(arguments)),
     )
     if error is None:
         return None
