@@ -18,6 +18,7 @@ from dex_agents.temporal._converter import data_converter as pydantic_data_conve
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
 from support.cli_harness import (
+    DEX_AGENTS,
     Term,
     agent_env,
     invoke,
@@ -241,7 +242,14 @@ async def test_chat_shows_progress_and_ctrl_c_stops_the_turn_then_leaves(
     tmp_path: Path,
     flow_type: str,
     cli_worker: Term,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # As in a venv that is not activated: the command's `bin/` is not on PATH,
+    # so the way back must name it by its path (whatever PATH the run has).
+    venv_bin = str(Path(DEX_AGENTS).parent)
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    monkeypatch.setenv("PATH", os.pathsep.join(d for d in path if d != venv_bin))
+    assert typed_command() == DEX_AGENTS
     chat = spawn_chat(
         engine, tmp_path, flow_type, f"c-2-{RUN}", "--agent", "agents:flow"
     )
