@@ -228,7 +228,10 @@ async def test_a_cli_with_no_credentials_fails_for_good_and_says_how_to_sign_in(
 class _RefusesEveryKey(http.server.BaseHTTPRequestHandler):
     """A Messages API that answers every request as the real one does a bad key."""
 
+    requests = 0
+
     def do_POST(self) -> None:  # the name http.server calls
+        type(self).requests += 1
         self.rfile.read(int(self.headers.get("content-length", 0)))
         body = json.dumps(
             {
@@ -249,30 +252,43 @@ class _RefusesEveryKey(http.server.BaseHTTPRequestHandler):
         del format, args
 
 
+@pytest.mark.parametrize(
+    "retries",
+    [
+        # As a user runs it: the CLI would retry the 401 with backoff for minutes
+        # (10 tries); its first retry notice ends the segment.
+        None,
+        # With no retries the CLI ends with an error result that says so.
+        "0",
+    ],
+)
 async def test_a_refused_api_key_fails_for_good_and_says_how_to_sign_in(
-    hermetic: Hermetic,
+    hermetic: Hermetic, retries: str | None
 ) -> None:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _RefusesEveryKey)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
+    cwd = hermetic.base / "cwd"
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        driver = SessionDriver(
-            runner_for(
-                hermetic,
-                # The CLI retries a 401 for minutes (8 tries in 70 s measured); 0: at once.
-                env={
-                    **hermetic.env,
-                    "ANTHROPIC_BASE_URL": url,
-                    "CLAUDE_CODE_MAX_RETRIES": "0",
-                },
-            )
-        )
+        env = {**hermetic.env, "ANTHROPIC_BASE_URL": url}
+        env.pop("CLAUDE_CODE_MAX_RETRIES", None)
+        if retries is not None:
+            env["CLAUDE_CODE_MAX_RETRIES"] = retries
+        driver = SessionDriver(runner_for(hermetic, env=env))
+        started = time.monotonic()
         with pytest.raises(SessionError) as raised:
             await driver.turn("dex-script: say hi")
+        # Long before the CLI's second retry (its backoff starts at 0.5 s, then 1 s).
+        assert time.monotonic() - started < 30
+        assert _RefusesEveryKey.requests <= 2
+        assert await wait_until_gone(cwd) == []
     finally:
         server.shutdown()
         server.server_close()
+        _RefusesEveryKey.requests = 0
     assert not raised.value.retryable
     message = str(raised.value)
     assert "not signed in" in message and "ANTHROPIC_API_KEY" in message, message
+    if retries is None:
+        assert "refused ANTHROPIC_API_KEY: HTTP 401" in message, message

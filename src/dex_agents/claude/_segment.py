@@ -24,6 +24,7 @@ from claude_agent_sdk import (
     ProcessError,
     ResultMessage,
     StreamEvent,
+    SystemMessage,
     ToolResultBlock,
     UserMessage,
     query,
@@ -143,6 +144,8 @@ class Segment:
         self._pending_result_seen = False
         self._replay_images: dict[str, str] = {}
         self._stderr = StderrTail(setup.options.stderr)
+        self._key_source: object = None
+        """Where the CLI took its credentials from (its `init` message's `apiKeySource`)."""
         self.shutdown: asyncio.Task[None] | None = None
         """The CLI's shutdown after its result, when the segment did not wait for it."""
 
@@ -427,13 +430,7 @@ class Segment:
             if too_large is not None:
                 raise too_large
             if _not_signed_in(result):
-                raise SessionError(
-                    f"the Claude Code CLI is not signed in ({_error_text(result)}): "
-                    "set ANTHROPIC_API_KEY in the worker's environment (or in the "
-                    "agent's `ClaudeAgentOptions.env`), and check it with "
-                    "`dex-agents doctor`",
-                    retryable=False,
-                )
+                raise _not_signed_in_error(_error_text(result))
             raise SessionError(
                 f"Claude Code returned an error result ({result.subtype}, "
                 f"{result.terminal_reason}): {_error_text(result)}"
@@ -443,6 +440,19 @@ class Segment:
     def _observe(self, message: Message) -> None:
         self._observer.observe(message)
         match message:
+            case SystemMessage(subtype="init", data=data):
+                self._key_source = data.get("apiKeySource")
+            case SystemMessage(subtype="api_retry", data=data) if _key_refused(
+                data, self._key_source
+            ):
+                # The CLI would retry a refused key with backoff for minutes (10
+                # tries); the same key cannot pass, so the segment ends now.
+                if self._group is not None:
+                    self._group.kill()
+                raise _not_signed_in_error(
+                    f"the Messages API refused ANTHROPIC_API_KEY: HTTP "
+                    f"{data.get('error_status')} {data.get('error')}"
+                )
             case StreamEvent(event=event, parent_tool_use_id=None):
                 self._emit_delta(event)
             case UserMessage(content=list() as blocks):
@@ -710,6 +720,29 @@ def _not_signed_in(result: ResultMessage) -> bool:
     """
     text = (result.result or "").strip()
     return result.api_error_status == 401 or text.startswith(_NOT_SIGNED_IN)
+
+
+def _key_refused(retry: Mapping[str, Any], key_source: object) -> bool:
+    """Whether an `api_retry` is the Messages API refusing a static API key.
+
+    Only a key from `ANTHROPIC_API_KEY` is final: the CLI retries it unchanged.
+    A signed-in CLI (OAuth) may refresh its token and pass on a retry, so its
+    401s are left to the CLI.
+    """
+    return key_source == "ANTHROPIC_API_KEY" and (
+        retry.get("error_status") == 401
+        or retry.get("error") == "authentication_failed"
+    )
+
+
+def _not_signed_in_error(detail: str) -> SessionError:
+    """The turn's failure for a CLI with no working credentials: not retryable."""
+    return SessionError(
+        f"the Claude Code CLI is not signed in ({detail}): set ANTHROPIC_API_KEY "
+        "in the worker's environment (or in the agent's `ClaudeAgentOptions.env`), "
+        "and check it with `dex-agents doctor`",
+        retryable=False,
+    )
 
 
 def _error_text(result: ResultMessage) -> str:
