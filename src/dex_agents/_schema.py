@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -18,27 +17,34 @@ def compiled_validator(schema: Mapping[str, Any]) -> Validator:
 
     Checking a schema against its metaschema and building its validator costs
     about 0.6 ms; validating an input with the built one, about 10 µs. Every
-    custom tool call is validated, so the validator is kept per distinct schema.
+    custom tool call is validated, so the validator is kept per distinct schema
+    (validators hold no state between calls).
 
     Raises:
         jsonschema.SchemaError: `schema` is not a valid JSON Schema.
     """
     try:
-        canonical = json.dumps(schema, sort_keys=True)
+        key = json.dumps(schema, sort_keys=True)
     except (TypeError, ValueError):  # not JSON: build it each time
-        return _build(dict(schema))
-    return _compiled(canonical)
+        return _build(schema)
+    validator = _VALIDATORS.get(key)
+    if validator is None:
+        validator = _build(schema)
+        if len(_VALIDATORS) >= _MAX_VALIDATORS:
+            del _VALIDATORS[next(iter(_VALIDATORS))]  # the oldest
+        _VALIDATORS[key] = validator
+    return validator
 
 
-@functools.lru_cache(maxsize=512)
-def _compiled(canonical: str) -> Validator:
-    return _build(json.loads(canonical))
+_VALIDATORS: dict[str, Validator] = {}
+_MAX_VALIDATORS = 512
 
 
-def _build(schema: dict[str, Any]) -> Validator:
+def _build(schema: Mapping[str, Any]) -> Validator:
     import jsonschema  # with the `claude` extra; only schema'd tools need it
     from jsonschema.validators import validator_for
 
+    schema = dict(schema)
     cls = validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)
     return cls(schema)
@@ -50,7 +56,14 @@ def schema_problem(
     """Why `arguments` do not fit `schema`, naming the field; None when they fit."""
     import jsonschema.exceptions
 
-    validator = compiled_validator(schema)
+    try:
+        validator = compiled_validator(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        return InvalidEditError(
+            "",
+            f"{tool_name}'s input schema is invalid ({e.message}), so no edit can "
+            "be checked against it; approve without an edit, or reject",
+        )
     # typeshed leaves best_match's return unannotated (it is the best error or None)
     # and one iter_errors overload's parameter untyped.
     error = cast(

@@ -4,7 +4,8 @@ import jsonschema
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, ToolAnnotations, tool
 
-from dex_agents._schema import compiled_validator
+from dex_agents._errors import InvalidEditError
+from dex_agents._schema import compiled_validator, schema_problem
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.claude._tools import (
     CLAUDE_CODE_TOOL_NAMES,
@@ -126,3 +127,22 @@ def test_a_schema_is_checked_and_its_validator_built_once() -> None:
     # An invalid schema is refused as `jsonschema.validate` refused it.
     with pytest.raises(jsonschema.SchemaError):
         compiled_validator({"type": "no-such-type"})
+
+
+def test_an_edit_is_checked_by_its_schema_s_own_draft_and_an_invalid_schema_refuses_it() -> (
+    None
+):
+    # Draft 7 reads a list `items` as one schema per position; 2020-12 would not.
+    draft7 = {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "type": "object",
+        "properties": {"pair": {"type": "array", "items": [{"type": "string"}]}},
+    }
+    problem = schema_problem(draft7, {"pair": [1]}, "t")
+    assert problem is not None and problem.field == "pair[0]"
+    assert schema_problem(draft7, {"pair": ["a"]}, "t") is None
+    # A tool whose schema is invalid refuses any edit, saying why and what to do.
+    invalid = schema_problem({"type": "no-such-type"}, {}, "t")
+    assert isinstance(invalid, InvalidEditError)
+    assert "t's input schema is invalid" in str(invalid)
+    assert "approve without an edit, or reject" in str(invalid)

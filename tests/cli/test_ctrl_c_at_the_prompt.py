@@ -1,4 +1,5 @@
-"""Ctrl-C at a chat prompt leaves at once, even when it lands before the read.
+"""The chat's prompts: Ctrl-C leaves at once, even when it lands before the read;
+every line typed ahead is answered in turn.
 
 CPython runs signal handlers between its own steps, so a SIGINT that arrives
 after the prompt is printed but before `input()` blocks in `read` used to wait
@@ -67,4 +68,37 @@ def test_the_prompt_still_returns_the_line_typed() -> None:
     term.expect("you › ")
     term.sendline("say hello")
     term.expect("typed: say hello")
+    assert term.wait_exit() == 0
+
+
+_TYPED_AHEAD = textwrap.dedent(
+    """
+    import sys, tty
+    from rich.console import Console
+    from rich.text import Text
+    from dex_agents.cli._chat import _typed
+
+    # Non-canonical, as the terminal is while the edit prompt's readline holds
+    # it: one read then brings everything typed so far, several lines at once.
+    tty.setcbreak(sys.stdin.fileno())
+    for _ in range(2):
+        print("typed:", _typed(Console(), Text("you › ")))
+    """
+)
+
+
+def test_lines_typed_ahead_are_each_answered_without_another_keypress() -> None:
+    term = Term(
+        pexpect.spawn(
+            sys.executable,
+            ["-c", _TYPED_AHEAD],
+            encoding="utf-8",
+            env={**os.environ, "TERM": "xterm"},
+            dimensions=(24, 120),
+        )
+    )
+    term.expect("you › ")
+    term.child.send("one\ntwo\n")  # one write: the prompt's one read gets both
+    term.expect("typed: one")
+    term.expect("typed: two", timeout=10)
     assert term.wait_exit() == 0

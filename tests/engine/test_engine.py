@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import signal
 import socket
@@ -425,13 +426,20 @@ def _panicking_binary(tmp_path: Path, *, then_real: bool) -> tuple[Path, Path]:
 
 
 async def test_a_server_that_panics_while_starting_is_started_again(
-    state_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    state_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     fake, starts = _panicking_binary(tmp_path, then_real=True)
     monkeypatch.setenv("DEX_AGENTS_TEMPORAL_BIN", str(fake))
     async with EmbeddedEngine(state_dir=state_dir) as engine:
         assert await _run_greet(await engine.client(), "again") == "hello again"
     assert starts.read_text().splitlines() == ["start", "start"]
+    # The panic is said once, with the log's tail (the next start rewrites the log).
+    (warned,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "exited with code 2" in warned.getMessage()
+    assert "buildServer" in warned.getMessage()
 
 
 async def test_a_server_that_always_panics_is_an_error_after_three_starts(

@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Generator
 from pathlib import Path
 
 import claude_agent_sdk
@@ -67,17 +68,24 @@ class CliProcessGroup:
         self._real_cli = real_cli
         self._directory: Path | None = None
         self.killed = False
-        """True once `kill` reached a live process: the CLI's end is ours."""
+        """True once `kill` signalled the group: the CLI's end is then taken as
+        ours (a CLI that crashed on its own just before is not told apart)."""
 
-    def bind(self) -> None:
-        """Make this the group of the running task and of the tasks it starts.
+    @contextlib.contextmanager
+    def bound(self) -> Generator[None]:
+        """Within the block, this is the group of the running task and of the tasks it starts.
 
         The SDK's message reader, started by the query from this task, then
         finds the group when the CLI it reads ends: a CLI this group killed is
-        not logged as a "Fatal error" (see `_OwnKillsFilter`).
+        not logged as a "Fatal error" (see `_OwnKillsFilter`). Tasks started in
+        the block keep the group after it ends.
         """
         _install_own_kills_filter()
-        _BOUND.set(self)
+        token = _BOUND.set(self)
+        try:
+            yield
+        finally:
+            _BOUND.reset(token)
 
     def __enter__(self) -> CliProcessGroup:
         self._directory = Path(tempfile.mkdtemp(prefix="dex-agents-cli-"))

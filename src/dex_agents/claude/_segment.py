@@ -190,10 +190,9 @@ class Segment:
                 )
             prompt = content_message(content)
         group = CliProcessGroup(real_cli_path(setup.options.cli_path))
-        with contextlib.ExitStack() as stack:
+        with group.bound(), contextlib.ExitStack() as stack:
             stack.enter_context(group)
             self._group = group
-            group.bind()
             options = self._segment_options(
                 cwd=cwd,
                 store=store,

@@ -987,12 +987,13 @@ def _prefilled_input(out: Console, editor: ModuleType | None, text: str) -> str:
 
 
 def _typed(out: Console, prompt: Text) -> str:
-    """A line typed at `prompt`; Ctrl-C raises `KeyboardInterrupt`, always.
+    """A line typed at `prompt`; on a POSIX terminal, Ctrl-C is never held back.
 
     Not a plain `input()`: CPython runs signal handlers only between its own
     steps, so a Ctrl-C landing after the prompt is printed but before `input`
     blocks in `read` would wait for the next keypress. Reading in slices ends
-    each slice in Python, where a pending Ctrl-C is raised.
+    each slice in Python, where a pending Ctrl-C is raised. (The edit prompt
+    keeps `input()`, for readline's editing of the prefilled line.)
     """
     line = _read_line(out, prompt, _never)
     assert line is not None  # `_never` never stops it
@@ -1014,16 +1015,54 @@ def _read_line(out: Console, prompt: Text, stop: Callable[[], bool]) -> str | No
     if os.name != "posix" or not sys.stdin.isatty():
         return out.input(prompt)
     out.print(prompt, end="")
+    fd = sys.stdin.fileno()
     while True:
-        ready, _, _ = select.select([sys.stdin], [], [], _ANSWER_POLL)
+        line = _TYPED_AHEAD.take_line()
+        if line is not None:
+            return line
+        ready, _, _ = select.select([fd], [], [], _ANSWER_POLL)
         if ready:
-            line = sys.stdin.readline()
-            if not line:
+            if not _TYPED_AHEAD.read(fd):
                 raise EOFError
-            return line.rstrip("\n")
-        if stop():
+        elif stop():
             out.print()
             return None
+
+
+class _TypedAhead:
+    """What the terminal gave beyond the line asked for, kept for the next prompts.
+
+    One read can bring several lines (text pasted, or typed while the edit
+    prompt's readline held the terminal); `sys.stdin.readline` would keep the
+    rest in a buffer that `select` cannot see, and the next prompt would wait
+    for a keypress before it returned a line typed long before. Reading the
+    file descriptor here keeps every byte where the next prompt looks first.
+    """
+
+    def __init__(self) -> None:
+        self._bytes = bytearray()
+
+    def read(self, fd: int) -> bool:
+        """Add what `fd` has now; False at its end (Ctrl-D on an empty line)."""
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            if not self._bytes:
+                return False
+            chunk = b"\n"  # Ctrl-D after some text ends that line, as `input()` does
+        self._bytes += chunk
+        return True
+
+    def take_line(self) -> str | None:
+        """The oldest whole line kept, without its newline; None if none is whole."""
+        end = self._bytes.find(b"\n")
+        if end < 0:
+            return None
+        line = bytes(self._bytes[:end])
+        del self._bytes[: end + 1]
+        return line.decode(sys.stdin.encoding or "utf-8", errors="replace")
+
+
+_TYPED_AHEAD = _TypedAhead()
 
 
 _ANSWER_POLL = 1.0

@@ -59,6 +59,7 @@ import contextlib
 import dataclasses
 import errno
 import json
+import logging
 import os
 import shutil
 import signal
@@ -79,6 +80,8 @@ from temporalio.client import Client
 from dex_agents._errors import EngineError, UserError
 
 from ._plugin import with_session_plugin
+
+_log = logging.getLogger(__name__)
 
 __all__ = [
     "Engine",
@@ -866,7 +869,9 @@ class EmbeddedEngine:
 
         A port picked just now can be taken between our check and the server's
         bind, so then a new one is tried a few times. A remembered or given port
-        is never moved silently: that is an error.
+        is never moved silently: that is an error. A server that panics while it
+        starts is started again (three starts in all), with a warning that
+        carries its log's tail.
         """
         binary = find_temporal_binary()
         for attempt in range(3):
@@ -879,6 +884,7 @@ class EmbeddedEngine:
                 # the next start works. One that keeps crashing is an error.
                 if attempt == 2:
                     raise EngineError(str(crashed)) from None
+                _log.warning("%s\nstarting it again", crashed)
             except _PortTakenError as taken:
                 if taken.ui and ui_port is not None:
                     if self._ui_port is not None or not retry or attempt == 2:
