@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import textwrap
 
@@ -102,3 +103,50 @@ def test_lines_typed_ahead_are_each_answered_without_another_keypress() -> None:
     term.expect("typed: one")
     term.expect("typed: two", timeout=10)
     assert term.wait_exit() == 0
+
+
+_CTRL_C_AS_A_STEP_STARTS = textwrap.dedent(
+    """
+    import asyncio, signal, sys
+    from dex_agents.cli._chat import _ChatRunner
+
+    # The race, made certain: a Ctrl-C handled right after `Runner.run` installs
+    # its SIGINT handler (at the end of that call), before it zeroes its count.
+    install = signal.signal
+
+    def signal_then_ctrl_c(signum, handler):
+        old = install(signum, handler)
+        if signum == signal.SIGINT and callable(handler) and handler is not old:
+            if handler is not signal.default_int_handler:
+                handler(signal.SIGINT, None)
+        return old
+
+    signal.signal = signal_then_ctrl_c
+    runner = _ChatRunner() if sys.argv[1] == "chat" else asyncio.Runner()
+    with runner:
+        try:
+            runner.run(asyncio.sleep(30))
+        except KeyboardInterrupt:
+            print("KeyboardInterrupt")
+        except asyncio.CancelledError:
+            print("CancelledError")
+    """
+)
+
+
+def _step_ended_by(runner: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", _CTRL_C_AS_A_STEP_STARTS, runner],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
+def test_a_ctrl_c_as_a_chat_step_starts_leaves_the_chat() -> None:
+    # asyncio's own runner turns that Ctrl-C into a CancelledError (the chat
+    # died with a traceback); the chat's runner makes it the Ctrl-C it was.
+    assert _step_ended_by("asyncio") == "CancelledError"
+    assert _step_ended_by("chat") == "KeyboardInterrupt"

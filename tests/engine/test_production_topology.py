@@ -67,6 +67,16 @@ class Chaos:
             gate: asyncio.Event()
             for gate in ("step-kill", "segment-kill", "postgres-restart")
         }
+        self.refunded = 0
+        self.all_refunded = asyncio.Event()
+        """Set once every session's approved refund completed: no refund is in
+        flight when a worker is killed. A refund whose worker dies mid-Step is
+        honestly `outcome_unknown`, not the answer these sessions assert."""
+
+    def refund_done(self) -> None:
+        self.refunded += 1
+        if self.refunded == SESSIONS:
+            self.all_refunded.set()
 
     async def holder(self, gate: str) -> WorkerProcess:
         """The worker process that stopped at `gate` (it wrote `<gate>.pid`)."""
@@ -119,8 +129,10 @@ async def _session(
     snap = await sessions.wait_for_idle(sid)
     seen.append((write, snap.turns[-1].final_text))
     assert snap.turns[-1].final_text == f"done: create_refund=refunded order r{n}"
+    chaos.refund_done()
 
-    if n == 1:  # the tool Step its worker dies in
+    if n == 1:  # the tool Step its worker dies in, once no refund is in flight
+        await chaos.all_refunded.wait()
         mail = f'call send_email {{"to": "s{n}@example.com", "gate": "step-kill"}}'
         assert await turn(mail) == f"done: send_email=sent to s{n}@example.com"
 

@@ -23,10 +23,10 @@ import math
 import os
 import select
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Literal, cast
+from typing import Any, Literal, TypeVar, cast
 
 from rich.console import Console
 from rich.text import Text
@@ -697,7 +697,7 @@ class Decision:
 def run_chat(target: Target, session_id: str, flow: AgentSessionFlow | None) -> None:
     """Run the chat until the user leaves."""
     out = render.console()
-    with translated_errors(), asyncio.Runner() as runner:
+    with translated_errors(), _ChatRunner() as runner:
         chat = runner.run(Chat.open(target, session_id, flow, out))
         try:
             runner.run(chat.intro())
@@ -707,7 +707,40 @@ def run_chat(target: Target, session_id: str, flow: AgentSessionFlow | None) -> 
                 runner.run(chat.close())
 
 
-def _converse(runner: asyncio.Runner, chat: Chat) -> None:
+_T = TypeVar("_T")
+
+
+class _ChatRunner:
+    """An `asyncio.Runner` whose Ctrl-C that lands as a step starts is still a Ctrl-C.
+
+    `Runner.run` (CPython 3.11) installs its SIGINT handler and then zeroes its
+    count of interrupts. A Ctrl-C handled in between (at the end of the call
+    that installed the handler) cancels the step's task, but the count says no
+    Ctrl-C came, so `run` raises `CancelledError`, and the chat died with a
+    traceback instead of leaving (seen in CI, where a test sends Ctrl-C the
+    moment the chat prints). Nothing else cancels a step's task from outside,
+    so a cancelled step is a Ctrl-C.
+    """
+
+    def __init__(self) -> None:
+        self._runner = asyncio.Runner()
+
+    def __enter__(self) -> _ChatRunner:
+        self._runner.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._runner.close()
+
+    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        """Run one step of the chat to its end; Ctrl-C raises `KeyboardInterrupt`."""
+        try:
+            return self._runner.run(coro)
+        except asyncio.CancelledError:
+            raise KeyboardInterrupt from None
+
+
+def _converse(runner: _ChatRunner, chat: Chat) -> None:
     out = chat.out
     try:
         while True:
@@ -777,7 +810,7 @@ def _converse(runner: asyncio.Runner, chat: Chat) -> None:
     _goodbye(chat)
 
 
-def _stop(runner: asyncio.Runner, chat: Chat) -> None:
+def _stop(runner: _ChatRunner, chat: Chat) -> None:
     """Ctrl-C while a turn runs: stop it; the chat follows it to its end.
 
     A second Ctrl-C (here, or while the turn stops) leaves the chat.
