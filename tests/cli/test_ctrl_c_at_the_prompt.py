@@ -42,11 +42,12 @@ _SCRIPT = textwrap.dedent(
 )
 
 
-def _spawn() -> Term:
+def _spawn(script: str = _SCRIPT) -> Term:
+    """`script` run by this Python in a pseudo-terminal."""
     return Term(
         pexpect.spawn(
             sys.executable,
-            ["-c", _SCRIPT],
+            ["-c", script],
             encoding="utf-8",
             env={**os.environ, "TERM": "xterm"},
             dimensions=(24, 120),
@@ -89,15 +90,7 @@ _TYPED_AHEAD = textwrap.dedent(
 
 
 def test_lines_typed_ahead_are_each_answered_without_another_keypress() -> None:
-    term = Term(
-        pexpect.spawn(
-            sys.executable,
-            ["-c", _TYPED_AHEAD],
-            encoding="utf-8",
-            env={**os.environ, "TERM": "xterm"},
-            dimensions=(24, 120),
-        )
-    )
+    term = _spawn(_TYPED_AHEAD)
     term.expect("you › ")
     term.child.send("one\ntwo\n")  # one write: the prompt's one read gets both
     term.expect("typed: one")

@@ -144,8 +144,6 @@ class Segment:
         self._pending_result_seen = False
         self._replay_images: dict[str, str] = {}
         self._stderr = StderrTail(setup.options.stderr)
-        self._key_source: object = None
-        """Where the CLI took its credentials from (its `init` message's `apiKeySource`)."""
         self.shutdown: asyncio.Task[None] | None = None
         """The CLI's shutdown after its result, when the segment did not wait for it."""
 
@@ -439,10 +437,8 @@ class Segment:
     def _observe(self, message: Message) -> None:
         self._observer.observe(message)
         match message:
-            case SystemMessage(subtype="init", data=data):
-                self._key_source = data.get("apiKeySource")
             case SystemMessage(subtype="api_retry", data=data) if _key_refused(
-                data, self._key_source
+                data, self._observer.key_source
             ):
                 # The CLI would retry a refused key with backoff for minutes (10
                 # tries); the same key cannot pass, so the segment ends now.

@@ -60,6 +60,8 @@ class SegmentObserver:
 
     def __init__(self) -> None:
         self.init_model: str | None = None
+        self.key_source: object = None
+        """Where the CLI took its credentials from (`init`'s `apiKeySource`)."""
         self._message_ids: list[str] = []
         self._models: set[str] = set()
         self._subagent_calls = False
@@ -73,6 +75,7 @@ class SegmentObserver:
                 model = data.get("model")
                 if isinstance(model, str) and self.init_model is None:
                     self.init_model = model
+                self.key_source = data.get("apiKeySource")
             case AssistantMessage():
                 self._models.add(message.model)
                 if message.parent_tool_use_id is not None:
