@@ -294,6 +294,18 @@ async def test_a_string_for_approved_is_refused_not_read_as_a_rejection(
     assert done.turns[-1].final_text == "done: create_refund=refunded order 5"
 
 
+async def test_a_blank_first_message_starts_no_session(harness: Harness) -> None:
+    # Update-with-start starts the workflow even when the Update is refused: the
+    # client refuses first.
+    for blank in ("", "  \n"):
+        sid = harness.session_id()
+        with pytest.raises(InvalidArgumentError, match="must not be blank") as caught:
+            await harness.sessions.start(sid, initial_message=blank)
+        assert caught.value.argument == "initial_message"
+        with pytest.raises(UnknownSessionError):
+            await harness.sessions.snapshot(sid)
+
+
 async def test_a_session_that_does_not_exist_is_an_unknown_session_error(
     harness: Harness, client: Client
 ) -> None:

@@ -69,9 +69,30 @@ def test_a_toml_and_a_json_token_file_verify_their_tokens(tmp_path: Path) -> Non
             "--new-token NAME",
         ),
         (
-            '[[tokens]]\nname = "a"\nroles = ["read"]\nhash = "scrypt$1"\n'
-            '[[tokens]]\nname = "a"\nroles = ["chat"]\nhash = "scrypt$2"',
+            '[[tokens]]\nname = "a"\nroles = ["read"]\nhash = "scrypt$16384$8$1$c2FsdA$ZGln"\n'
+            '[[tokens]]\nname = "a"\nroles = ["chat"]\nhash = "scrypt$16384$8$1$c2FsdA$ZGln"',
             "'a'] appear more than once",
+        ),
+        # Hashes that would fail only when a token is presented (every request a 500).
+        (
+            '[[tokens]]\nname = "a"\nroles = ["read"]\nhash = "scrypt$1"',
+            "5 fields after `scrypt$`",
+        ),
+        (
+            '[[tokens]]\nname = "a"\nroles = ["read"]\nhash = "scrypt$16384x$8$1$c2FsdA$ZGln"',
+            "whole numbers, got '16384x'",
+        ),
+        (
+            '[[tokens]]\nname = "a"\nroles = ["read"]\nhash = "scrypt$1000$8$1$c2FsdA$ZGln"',
+            "n must be a power of 2",
+        ),
+        (
+            '[[tokens]]\nname = "a"\nroles = ["read"]\nhash = "scrypt$32768$8$1$c2FsdA$ZGln"',
+            "more memory than scrypt may use",
+        ),
+        (
+            '[[tokens]]\nname = "a"\nroles = ["read"]\nhash = "scrypt$16384$8$1$$ZGln"',
+            "salt or digest is empty",
         ),
     ],
 )

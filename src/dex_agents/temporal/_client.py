@@ -575,6 +575,18 @@ class SessionClient:
         check_session_id(session_id)
         check_text("initial_message", initial_message, optional=True)
         check_images("initial_images", initial_images)
+        if (
+            initial_message is not None
+            and not initial_message.strip()
+            and not initial_images
+        ):
+            # The workflow refuses it too, but update-with-start would have
+            # started the session first.
+            raise InvalidArgumentError(
+                "initial_message",
+                f"`initial_message` must not be blank, got {initial_message!r}; pass "
+                "text (or images), or no message to start the session idle",
+            )
         flow = self.flow
         if flow is None:
             raise UserError(

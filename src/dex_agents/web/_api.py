@@ -291,7 +291,8 @@ def _resume_cursor(after: int, last_event_id: str | None) -> int:
     if last_event_id is None or not last_event_id.strip():
         return after
     value = last_event_id.strip()
-    if not value.isdigit() or int(value) > MAX_CURSOR:
+    # `isdigit` alone takes `²`, which `int` refuses: ASCII digits only.
+    if not (value.isascii() and value.isdigit()) or int(value) > MAX_CURSOR:
         raise ApiError(
             400,
             "invalid_request",

@@ -5,8 +5,9 @@ inbox pages and their scripts, by the `dex_token` cookie that the login form
 sets (a browser cannot add a header to a page load or an `EventSource`). No
 credentials is a 401, a token without the endpoint's role a 403, in every app
 except one built with `allow_anonymous_loopback` (what `dex-agents dev` does),
-where a request from 127.0.0.1 or ::1 with no credentials and no proxy header
-acts as an anonymous admin.
+where a request from 127.0.0.1 or ::1 with no credentials and no proxy header,
+addressed to a loopback name (`Host: localhost`, `127.0.0.1`, `[::1]`), acts
+as an anonymous admin.
 
 A cookie, and an anonymous loopback session, are credentials a browser
 sends on its own, so a state-changing request that carries no
@@ -81,7 +82,16 @@ class Auth:
         if cookie:
             return Caller(principal=await self._verify(cookie), via="cookie")
         if self.allow_anonymous_loopback and _from_loopback(request):
-            return Caller(principal=ANONYMOUS, via="anonymous")
+            if _names_loopback(request):
+                return Caller(principal=ANONYMOUS, via="anonymous")
+            raise ApiError(
+                401,
+                "unauthorized",
+                f"this app lets in requests without a token only at a loopback "
+                f"address (http://127.0.0.1:PORT or http://localhost:PORT), not "
+                f"at host {request.headers.get('host', '')!r}; open it there, or "
+                "send `Authorization: Bearer <token>`",
+            )
         raise ApiError(
             401,
             "unauthorized",
@@ -184,6 +194,26 @@ def _is_form(request: Request) -> bool:
 def _own_origin(request: Request) -> str:
     host = request.headers.get("host", request.url.netloc)
     return f"{request.url.scheme}://{host}"
+
+
+def _names_loopback(request: Request) -> bool:
+    """Whether the request's `Host` names this machine's loopback.
+
+    A page of another site whose name was made to resolve to 127.0.0.1 (DNS
+    rebinding) reaches a loopback app with its own name in `Host`: it must not
+    pass as a request of this machine's user.
+    """
+    host = request.headers.get("host")
+    if host is None:
+        return True  # HTTP/1.0 without Host: no browser sends that
+    name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+    name = name.strip("[]").lower()
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def _from_loopback(request: Request) -> bool:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Generator
-from typing import Literal
+from collections.abc import Generator, Mapping
+from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -149,6 +149,26 @@ def translated(session_id: str = "") -> Generator[None, None, None]:
         raise api from err
 
 
+_UNKNOWN_KEY = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
+_SHOWN_INPUT = 60
+"""Characters of a refused value quoted in the message."""
+
+
+def _problem(error: Mapping[str, Any]) -> str:
+    """One validation error: where, what is wrong, and the value that was sent."""
+    where = ".".join(str(p) for p in error.get("loc", ()))
+    if error.get("type") in _UNKNOWN_KEY:
+        return f"{where}: not a field of this request (misspelled?)"
+    message = str(error.get("msg", ""))
+    value = error.get("input")
+    if value is None or isinstance(value, dict | list):
+        return f"{where}: {message}"
+    shown = repr(value)
+    if len(shown) > _SHOWN_INPUT:
+        shown = shown[:_SHOWN_INPUT] + "…"
+    return f"{where}: {message}, got {shown}"
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error of `app` as JSON."""
 
@@ -158,10 +178,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}"
-            for e in exc.errors()
-        )
+        problems = "; ".join(_problem(e) for e in exc.errors())
         return error_response(
             422,
             "invalid_request",
@@ -171,12 +188,17 @@ def install_error_handlers(app: FastAPI) -> None:
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
         if exc.status_code == 405:
-            return error_response(
+            # HTTP requires `Allow` on a 405; Starlette's router puts it on the exception.
+            allowed = (exc.headers or {}).get("Allow")
+            methods = f"it takes {allowed}" if allowed else "see `/api/openapi.json`"
+            response = error_response(
                 405,
                 "method_not_allowed",
-                f"{request.method} is not allowed on {request.url.path}; see "
-                "`/api/openapi.json` for the methods of each path",
+                f"{request.method} is not allowed on {request.url.path}; {methods}",
             )
+            if allowed:
+                response.headers["Allow"] = allowed
+            return response
         if exc.status_code == 404:
             return error_response(
                 404,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, with_config
 
 from ..session._json import JsonObject
 from ..session._media import ImageReference
@@ -25,6 +25,11 @@ SessionId = Annotated[
 ]
 
 
+_REQUEST = ConfigDict(extra="forbid")
+"""Request bodies refuse keys they do not have: a misspelled `edited_input` must
+not approve the model's input as if no edit had been sent."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class _OfSession:
     """What every response about one session names first: its ID."""
@@ -38,6 +43,7 @@ SpendLimit = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 MediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
 
 
+@with_config(_REQUEST)
 @dataclass(frozen=True, kw_only=True)
 class ImageRef:
     """An image already in the agent's media store (`MediaStore.put_image`), by reference."""
@@ -54,6 +60,7 @@ class ImageRef:
         )
 
 
+@with_config(_REQUEST)
 @dataclass(frozen=True, kw_only=True)
 class StartSession:
     """Start a session (or send to it, if it exists: start is idempotent)."""
@@ -66,6 +73,7 @@ class StartSession:
     """The flow type to start; needed only when the app serves several flows."""
 
 
+@with_config(_REQUEST)
 @dataclass(frozen=True, kw_only=True)
 class SendMessage:
     """A user message: text, and images by media-store reference."""
@@ -83,6 +91,7 @@ class Queued:
     queued: bool
 
 
+@with_config(_REQUEST)
 @dataclass(frozen=True, kw_only=True)
 class ApproveCall:
     """Approve a call as it is, or with an edited input instead of the model's."""
@@ -102,6 +111,7 @@ class ApproveCall:
     `invalid_request` and nothing changes."""
 
 
+@with_config(_REQUEST)
 @dataclass(frozen=True, kw_only=True)
 class Rejection:
     """Why a call is rejected: the model reads `message` instead of a result."""
@@ -109,6 +119,7 @@ class Rejection:
     message: Annotated[str, Field(max_length=10_000)] | None = None
 
 
+@with_config(_REQUEST)
 @dataclass(frozen=True, kw_only=True)
 class CancelTurn:
     """Stop the running turn; `reason` is kept in its error and `turn_cancelled` event."""
@@ -127,6 +138,7 @@ class Cancelled:
     cancelled: bool
 
 
+@with_config(_REQUEST)
 @dataclass(frozen=True, kw_only=True)
 class EndSession:
     """End a session; `force` also ends one with work in progress."""

@@ -416,6 +416,8 @@ def _edited_input(text: str) -> JsonObject:
         value: object = json.loads(text, parse_constant=_no_constant)
     except ValueError as err:
         problem = f"it is not JSON ({err})"
+    except RecursionError:
+        problem = "it is nested too deeply to read"
     else:
         if isinstance(value, dict):
             return cast(JsonObject, value)

@@ -18,6 +18,7 @@ from typing import TypeVar, cast
 from pydantic import TypeAdapter
 from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
 
+from .._errors import UnknownSessionError
 from ..session._events import parsed_time
 from ..session._json import JsonObject
 from ..session._state import SessionStatus, TurnSummary, call_fields
@@ -236,7 +237,16 @@ class Service:
         return HistoryPage(turns=turns, next_before=next_before)
 
     async def _unknown(self, session_id: str) -> bool:
-        return await self.store.get_snapshot(session_id) is None
+        if await self.store.get_snapshot(session_id) is not None:
+            return False
+        # A session started without a message has no projection until its first
+        # turn: the engine knows it.
+        sessions = await self.sessions()
+        try:
+            await sessions.snapshot(session_id, turns=0)
+        except UnknownSessionError:
+            return True
+        return False
 
     async def end(self, session_id: str, body: EndSession) -> Ended:
         """End the session (`SessionClient.end`), if this release of the core has it."""

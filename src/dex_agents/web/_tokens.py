@@ -200,7 +200,43 @@ def _entry(value: object, index: int, source: str) -> Token:
             f"{where} ({name!r}) needs a `hash` made by `dex-agents serve "
             "--new-token NAME` (scrypt$...); the token itself never goes in the file"
         )
+    problem = _hash_problem(digest)
+    if problem is not None:
+        raise UserError(
+            f"{where} ({name!r}) has a `hash` that cannot be checked: {problem}; "
+            "make a new one with `dex-agents serve --new-token NAME` and copy it whole"
+        )
     return Token(name=name, roles=frozenset(cast(list[Role], roles)), hash=digest)
+
+
+_SCRYPT_MAX_MEMORY = 32 * 1024 * 1024
+"""What `hashlib.scrypt` may use by default (OpenSSL's limit): a cost that reaches it fails."""
+
+
+def _hash_problem(digest: str) -> str | None:
+    """Why `Token.matches` could not check against `digest`, or None.
+
+    Checked when the file loads: a hash that fails only when a token is
+    presented would answer every request with a 500, the valid tokens' too.
+    """
+    _, *params = digest.split("$")
+    if len(params) != 5:
+        return "it needs 5 fields after `scrypt$` (n, r, p, salt, digest)"
+    n, r, p, salt, value = params
+    if not all(x.isascii() and x.isdigit() for x in (n, r, p)):
+        return f"n, r and p must be whole numbers, got {n!r}, {r!r}, {p!r}"
+    cost, block, parallel = int(n), int(r), int(p)
+    if cost < 2 or cost & (cost - 1) or block < 1 or parallel < 1:
+        return f"n must be a power of 2 and r, p at least 1, got n={cost}, r={block}, p={parallel}"
+    if 128 * cost * block >= _SCRYPT_MAX_MEMORY:
+        return f"n={cost}, r={block} needs more memory than scrypt may use"
+    try:
+        decoded = (_unb64(salt), _unb64(value))
+    except ValueError:
+        return "its salt or digest is not base64"
+    if not all(decoded):
+        return "its salt or digest is empty"
+    return None
 
 
 def load_tokens(
