@@ -177,3 +177,26 @@ async def test_anonymous_loopback_needs_a_loopback_host(
         )
         assert named.json()["name"] == "reader"
     await store.close()
+
+
+async def test_the_sessions_filter_any_and_a_bad_page_query_are_pages(
+    rig: WebRig,
+) -> None:
+    sid = rig.session_id("filter")
+    await rig.sessions.start(sid, initial_message="say hi")
+    await rig.sessions.wait_for_idle(sid)
+    async with httpx.AsyncClient(base_url=rig.url, timeout=30) as browser:
+        await sign_in(rig, browser)
+        # The filter's "any" option submits `status=`.
+        listed = await browser.get("/sessions", params={"status": ""})
+        assert listed.status_code == 200, listed.text
+        assert sid in listed.text
+        wrong = await browser.get("/sessions", params={"status": "sleeping"})
+    assert wrong.status_code == 422
+    assert wrong.headers["content-type"].startswith("text/html")
+    assert "sleeping" in wrong.text and 'id="error-message"' in wrong.text
+    # The API's own stays JSON.
+    api = await rig.http.get(
+        "/api/sessions", params={"status": "sleeping"}, headers=bearer("read")
+    )
+    assert refusal(api)[:2] == (422, "invalid_request")

@@ -169,6 +169,16 @@ def _problem(error: Mapping[str, Any]) -> str:
     return f"{where}: {message}, got {shown}"
 
 
+def invalid_request(exc: RequestValidationError) -> ApiError:
+    """The 422 of a request that does not match its endpoint, naming each problem."""
+    problems = "; ".join(_problem(e) for e in exc.errors())
+    return ApiError(
+        422,
+        "invalid_request",
+        f"the request does not match the API ({problems}); see `/api/openapi.json`",
+    )
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Answer every error of `app` as JSON."""
 
@@ -178,12 +188,8 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        problems = "; ".join(_problem(e) for e in exc.errors())
-        return error_response(
-            422,
-            "invalid_request",
-            f"the request does not match the API ({problems}); see `/api/openapi.json`",
-        )
+        error = invalid_request(exc)
+        return error_response(error.status, error.code, error.message)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)

@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 import jinja2
 from fastapi import APIRouter, Depends, FastAPI, Form, Query, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from ..session._events import parsed_time
@@ -26,7 +27,7 @@ from ..session._json import JsonObject
 from ..session._state import SessionStatus
 from ..stores._cursors import cursor_before_turn
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token
-from ._errors import ApiError, translated
+from ._errors import ApiError, error_response, invalid_request, translated
 from ._models import CancelTurn, Rejection, SendMessage, SessionId
 from ._service import Service
 from ._tokens import Principal, Role
@@ -130,8 +131,25 @@ def install_page_handlers(app: FastAPI, env: jinja2.Environment) -> None:
             status=exc.error.status,
         )
 
+    async def invalid(request: Request, exc: Exception) -> Response:
+        # A page's query or form that does not validate is an error page, as
+        # its other errors are; the API's stays JSON.
+        assert isinstance(exc, RequestValidationError)
+        error = invalid_request(exc)
+        path = request.url.path.removeprefix(request.scope.get("root_path", ""))
+        if path == "/api" or path.startswith("/api/"):
+            return error_response(error.status, error.code, error.message)
+        return _render(
+            env,
+            request,
+            "error.html",
+            {"error": error, "caller_name": ""},
+            status=error.status,
+        )
+
     app.add_exception_handler(LoginRequired, login_required)
     app.add_exception_handler(PageError, page_error)
+    app.add_exception_handler(RequestValidationError, invalid)
 
 
 def _render(
@@ -274,9 +292,10 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
     async def sessions_page(
         request: Request,
         caller: Annotated[Caller, read],
-        status: SessionStatus | None = None,
+        status: SessionStatus | Literal[""] | None = None,
         before: Annotated[str | None, Query(max_length=200)] = None,
     ) -> HTMLResponse:
+        status = status or None  # the filter's "any" sends `status=`
         try:
             listing = await service.list_sessions(status, 50, before)
         except ApiError as err:
