@@ -218,6 +218,9 @@ class NoWorkerError(EngineError):
     interrupt); False for a wait, which recorded nothing (call it again once a
     worker runs), and for a resolution that an earlier recorded one of the
     other way overrides (`superseded` says which: the first one applies).
+    A request that was not recorded (an edited approval, a cancel, an end)
+    carries an expiry: the server's copy is refused if a worker takes it later,
+    so it never applies after this error said it did not.
     """
 
     def __init__(

@@ -22,6 +22,7 @@ from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
+from support.gates import gate_reached, open_gate
 from support.session_harness import ledger_config, ledger_session
 
 
@@ -119,4 +120,64 @@ async def test_waiting_with_no_worker_raises_or_stays_cancellable(
         (tmp_path / "gates" / "slow-turn").write_text("")
         snap = await sessions.wait_for_idle(sid, timeout=30)
         assert snap.turns[-1].final_text == "said: hi"
+    await store.close()
+
+
+async def test_an_edit_and_a_cancel_no_worker_took_never_apply_later(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """ "Nothing was recorded" stays true: the server's copy expires.
+
+    Temporal keeps an Update no worker took in the server's memory and hands it
+    to the next worker. An edited approval and a cancel are not recorded for
+    later, so they carry `expires_at`, and the next worker refuses them.
+    """
+    config = ledger_config(tmp_path, flow_type)
+    flow = ledger_flow(config)
+    ledger = Ledger(config.ledger_path)
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    waiting, running = (f"expiry-{k}-{uuid.uuid4().hex[:8]}" for k in "wr")
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(
+            waiting, initial_message='call create_refund {"orderId": "5"}'
+        )
+        (interrupt,) = (await sessions.wait_for_idle(waiting)).pending_interrupts
+        await sessions.start(running, initial_message="say hi ;; pause held")
+        await gate_reached(Path(config.gate_dir), "held", 30)
+
+    with pytest.raises(NoWorkerError) as edit:
+        await sessions.resolve_interrupt(
+            waiting,
+            interrupt.interrupt_id,
+            approved=True,
+            edited_input={"orderId": "9"},
+            timeout=1,
+        )
+    assert not edit.value.recorded
+    assert "nothing was recorded" in str(edit.value)
+    with pytest.raises(NoWorkerError) as cancel:
+        await sessions.cancel_turn(running, reason="stop", timeout=1)
+    assert not cancel.value.recorded
+
+    async with create_worker(client, [flow], store=store):
+        open_gate(Path(config.gate_dir), "held")
+        done = await sessions.wait_for_idle(running, timeout=30)
+        assert done.turns[-1].status == "completed", "the expired cancel applied"
+        assert done.turns[-1].final_text == "said: hi"
+        still = await sessions.wait_for_idle(waiting, timeout=30)
+        assert [i.interrupt_id for i in still.pending_interrupts] == [
+            interrupt.interrupt_id
+        ], "the expired edit applied"
+        assert ledger.count("create_refund_started") == 0
+        # Sent again with a worker running, the edit applies.
+        assert await sessions.resolve_interrupt(
+            waiting,
+            interrupt.interrupt_id,
+            approved=True,
+            edited_input={"orderId": "9"},
+            timeout=30,
+        )
+        await sessions.wait_for_idle(waiting, timeout=30)
+    assert [e["order_id"] for e in ledger.entries("create_refund")] == ["9"]
     await store.close()

@@ -81,6 +81,7 @@ from ._plugin import plugin_store
 from ._snapshot import AgentSnapshot, turn_number
 from ._workflow import (
     EDIT_UNCHECKED,
+    EXPIRED,
     INVALID_EDIT,
     INVALID_MESSAGE,
     NO_IMAGES,
@@ -103,6 +104,9 @@ _TASK_FAILING = "Workflow Task in failed state"
 """Temporal's refusal of an Update while the workflow's task keeps failing."""
 
 _T = TypeVar("_T")
+_Expiring = TypeVar(
+    "_Expiring", ResolveInterruptInput, CancelTurnInput, EndSessionInput
+)
 
 TASK_FAILING_PATIENCE = 30.0
 """Seconds a request waits out a failing workflow task before reporting it.
@@ -161,6 +165,63 @@ async def _bool_update(
                 )
             ),
         )
+
+
+_EXPIRY_GRACE = 5.0
+"""Seconds a client waits past its request's `expires_at` for a worker's acceptance.
+
+A worker that takes the request just before it expires answers within this;
+one that takes it later finds it expired and refuses it.
+"""
+
+
+async def _taken_update(
+    client: Client,
+    session_id: str,
+    update: str,
+    request: _Expiring,
+    deadline: Deadline,
+    *,
+    interrupt_id: str = "",
+) -> tuple[bool, bool | None]:
+    """The boolean Update `update` if a worker takes it before `deadline`; else nothing.
+
+    `(True, result)` once a worker took it (the result waits for its handler);
+    `(False, None)` if none did. With a deadline the request carries
+    `expires_at`, so one that the server still holds when a worker starts later
+    is refused then: "nothing was applied" stays true.
+    """
+    handle = _handle(client, session_id)
+    update_id = str(uuid.uuid4())  # one Update on the server, however often asked
+    seconds = deadline.remaining()
+    if seconds is None:
+        return await _bool_update(
+            client, session_id, update, request, deadline, interrupt_id=interrupt_id
+        )
+    expires = datetime.now(UTC) + timedelta(seconds=seconds)
+    request = replace(request, expires_at=expires.isoformat())
+    with _update_errors(session_id, interrupt_id):
+        try:
+            taken, started = await within(
+                Deadline(seconds + _EXPIRY_GRACE),
+                lambda: _patient(
+                    lambda: handle.start_update(  # pyright: ignore[reportUnknownMemberType]
+                        update,
+                        request,
+                        id=update_id,
+                        wait_for_stage=WorkflowUpdateStage.ACCEPTED,
+                        result_type=bool,
+                    )
+                ),
+            )
+            if not taken or started is None:
+                return False, None
+            return True, await started.result()
+        except WorkflowUpdateFailedError as err:
+            cause = err.cause
+            if isinstance(cause, ApplicationError) and cause.type == EXPIRED:
+                return False, None
+            raise
 
 
 def _not_taken(session_id: str, what: str, deadline: Deadline) -> NoWorkerError:
@@ -764,7 +825,10 @@ class SessionClient:
         check_resolution_input(resolution)
         check_timeout(timeout)
         deadline = Deadline(timeout_seconds(timeout))
-        taken, changed = await _bool_update(
+        # An edit is never recorded for later, so one no worker took in time must
+        # expire; another answer is recorded (a Signal) and may apply twice.
+        send = _taken_update if resolution.edited else _bool_update
+        taken, changed = await send(
             self.client,
             session_id,
             "resolve_interrupt",
@@ -828,7 +892,7 @@ class SessionClient:
         check_cancel_input(request)
         check_timeout(timeout)
         deadline = Deadline(timeout_seconds(timeout))
-        taken, cancelled = await _bool_update(
+        taken, cancelled = await _taken_update(
             self.client, session_id, "cancel_turn", request, deadline
         )
         if not taken:
@@ -872,7 +936,7 @@ class SessionClient:
         deadline = Deadline(timeout_seconds(timeout))
         request = EndSessionInput(reason=reason, force=force)
         try:
-            taken, ended = await _bool_update(
+            taken, ended = await _taken_update(
                 self.client, session_id, "end_session", request, deadline
             )
         except SessionEndedError:

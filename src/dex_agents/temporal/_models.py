@@ -83,6 +83,12 @@ class ResolveInterruptInput:
     new_spend_limit: float | None = None
     """Approve a `budget` interrupt (the session reached its spend limit) with this
     new limit, in USD; it must be above what the session spent."""
+    expires_at: str | None = None
+    """When a client that gave up waiting stops answering for it (ISO 8601, UTC).
+
+    Temporal keeps an Update no worker took in the server's memory and hands it
+    to the next worker; past this time the workflow refuses it, so a call that
+    said nothing was applied never applies later. None: it never expires."""
 
     @property
     def edited(self) -> bool:
@@ -164,6 +170,12 @@ class CancelTurnInput:
     reason: str = ""
     cancelled_by: str | None = None
     """Who stopped it, recorded on the turn's `turn_cancelled` event and its note."""
+    expires_at: str | None = None
+    """When a client that gave up waiting stops answering for it (ISO 8601, UTC).
+
+    Temporal keeps an Update no worker took in the server's memory and hands it
+    to the next worker; past this time the workflow refuses it, so a call that
+    said nothing was applied never applies later. None: it never expires."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -173,6 +185,12 @@ class EndSessionInput:
     reason: str = ""
     force: bool = False
     """End a session with work in progress (see `dex_agents.session._turns.end_session`)."""
+    expires_at: str | None = None
+    """When a client that gave up waiting stops answering for it (ISO 8601, UTC).
+
+    Temporal keeps an Update no worker took in the server's memory and hands it
+    to the next worker; past this time the workflow refuses it, so a call that
+    said nothing was applied never applies later. None: it never expires."""
 
 
 @dataclass(frozen=True, kw_only=True)

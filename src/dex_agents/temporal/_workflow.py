@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, ClassVar, TypeVar, cast
 
 from temporalio import workflow
@@ -92,6 +92,8 @@ INVALID_EDIT = "InvalidEdit"
 EDIT_UNCHECKED = "EditUnchecked"
 """The failure type of an edit the worker could not check (nothing was resolved)."""
 NO_IMAGES = "ImagesNotSupported"
+EXPIRED = "RequestExpired"
+"""The failure type of a request a worker took after its `expires_at` (nothing applied)."""
 
 _Result = TypeVar("_Result")
 _Input = TypeVar("_Input")
@@ -405,6 +407,7 @@ class AgentSessionWorkflow:
     @resolve_interrupt.validator
     def _validate_resolve(self, input: ResolveInterruptUpdate) -> None:
         # A validator rejection writes no history: an unknown ID changes nothing.
+        _refuse_expired(input.expires_at)
         _refuse_arguments(check_resolution_input, input)
         _refuse(_turns.check_resolution(self.state, input.interrupt_id))
         _refuse(_budget_answer(self.state, input))
@@ -474,6 +477,7 @@ class AgentSessionWorkflow:
 
     @end_session.validator
     def _validate_end(self, input: EndSessionUpdate) -> None:
+        _refuse_expired(input.expires_at)
         _refuse_arguments(check_end_input, input)
         _refuse(_turns.check_end(self.state, force=input.force))
 
@@ -500,6 +504,7 @@ class AgentSessionWorkflow:
 
     @cancel_turn.validator
     def _validate_cancel(self, input: CancelTurnInput) -> None:
+        _refuse_expired(input.expires_at)
         _refuse_arguments(check_cancel_input, input)
         _refuse(_turns.check_cancel(self.state))
 
@@ -1081,6 +1086,27 @@ def _budget_answer(
         new_spend_limit=input.new_spend_limit,
         edited=input.edited,
     )
+
+
+def _refuse_expired(expires_at: str | None) -> None:
+    """Refuse a request its client stopped waiting for (validators never replay).
+
+    The time compared is the workflow task's, the server's clock: a client on
+    another machine relies on clocks kept in step (NTP), within its grace.
+    """
+    if expires_at is None:
+        return
+    try:
+        expiry = datetime.fromisoformat(expires_at)
+    except ValueError:
+        expiry = None
+    if expiry is None or expiry.tzinfo is None or workflow.now() > expiry:
+        raise ApplicationError(
+            f"this request expired at {expires_at} before a worker took it; its "
+            "client was told nothing was applied, so nothing is: send it again",
+            type=EXPIRED,
+            non_retryable=True,
+        )
 
 
 def _refuse(refusal: _turns.Refusal | None) -> None:
