@@ -29,7 +29,7 @@ from temporalio.client import Client, WorkflowExecutionStatus, WorkflowFailureEr
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
-from dex_agents._errors import EngineError, UserError
+from dex_agents._errors import EngineError, SessionEndedError, UserError
 from dex_agents.session._pending import UserPrompt
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
@@ -847,6 +847,13 @@ async def test_a_bug_on_the_workflow_run_path_fails_the_session(
         with pytest.raises(WorkflowFailureError) as failure:
             await asyncio.wait_for(handle.result(), 30)
         description = await handle.describe()
+        # A failed session says so: its Query still answers `running`, so a
+        # caller polling it would otherwise wait forever.
+        for read in (sessions.snapshot, sessions.wait_for_idle):
+            with pytest.raises(SessionEndedError) as stopped:
+                await read("audit-eng-c30-run-path-bug")
+            assert "its workflow is failed" in str(stopped.value)
+            assert "'list' object has no attribute 'get'" in str(stopped.value)
     await store.close()
     assert description.status == WorkflowExecutionStatus.FAILED
     cause = failure.value.cause

@@ -26,6 +26,7 @@ from temporalio.client import (
     WithStartWorkflowOperation,
     WorkflowExecutionStatus,
     WorkflowHandle,
+    WorkflowHistoryEventFilterType,
     WorkflowUpdateFailedError,
     WorkflowUpdateStage,
 )
@@ -50,6 +51,7 @@ from ..session._events import EventRecord
 from ..session._json import JsonObject
 from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT, MAX_USER_MESSAGE_BYTES
+from ..session._state import clip
 from ..stores import RuntimeStore
 from ._activities import read_arguments
 from ._arguments import (
@@ -455,6 +457,40 @@ async def _query_snapshot(
         if projected is None:
             return None, err
         return _snapshot_json.validate_python(projected), None
+
+
+async def _stopped(client: Client, session_id: str) -> SessionEndedError | None:
+    """Why the session's workflow stopped without ending (failed, terminated), or None.
+
+    A workflow that failed (a bug on its run path) still answers Queries with
+    the state it had, `running`, and its projection says so too: without this,
+    a caller polling it would wait forever.
+    """
+    handle = _handle(client, session_id)
+    try:
+        status = (await handle.describe()).status
+    except RPCError:
+        return None  # unknown or unreachable: the caller's own path says so
+    if status in (
+        None,
+        WorkflowExecutionStatus.RUNNING,
+        WorkflowExecutionStatus.COMPLETED,
+    ):
+        return None
+    cause = ""
+    with contextlib.suppress(RPCError):
+        async for event in handle.fetch_history_events(
+            event_filter_type=WorkflowHistoryEventFilterType.CLOSE_EVENT
+        ):
+            failure = event.workflow_execution_failed_event_attributes.failure
+            cause = f": {clip(failure.message)}" if failure.message else ""
+    return SessionEndedError(
+        session_id,
+        f"session {session_id!r} stopped: its workflow is {status.name.lower()}"
+        f"{cause}. It takes no more messages or approvals; its history stays "
+        f"readable (`temporal workflow show --workflow-id {session_id}`): start a "
+        "new session with another ID to go on",
+    )
 
 
 def _unreadable(session_id: str, err: RPCError) -> UserError | EngineError:
@@ -984,7 +1020,12 @@ class SessionClient:
         check_session_id(session_id)
         check_count("turns", turns, minimum=0)
         store = self._store()
-        snapshot = await _live_snapshot(self.client, session_id, store)
+        snapshot, stopped = await asyncio.gather(
+            _live_snapshot(self.client, session_id, store),
+            _stopped(self.client, session_id),
+        )
+        if stopped is not None:
+            raise stopped
         return await with_recent_turns(snapshot, store, turns)
 
     async def wait_for_idle(
@@ -1020,7 +1061,15 @@ class SessionClient:
         # Neither the workflow nor the store answered: the session's worker is
         # not running (yet), so wait for it with the Update.
         if snapshot is None or snapshot.status == "running":
-            snapshot = await _idle_snapshot(self.client, session_id, deadline)
+            try:
+                snapshot = await _idle_snapshot(self.client, session_id, deadline)
+            except RPCError as err:
+                if not _closed(err):
+                    raise
+                raise (
+                    await _stopped(self.client, session_id)
+                    or SessionEndedError(session_id)
+                ) from err
         return await with_recent_turns(snapshot, store, turns)
 
     def history(
