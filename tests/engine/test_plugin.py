@@ -172,3 +172,19 @@ def test_a_plugin_with_flows_needs_a_store(tmp_path: Path, flow_type: str) -> No
         SessionPlugin([flow])
     with pytest.raises(UserError, match="served once"):
         SessionPlugin([flow, flow], store=SQLiteRuntimeStore(tmp_path / "s.sqlite"))
+
+
+async def test_flows_on_two_queues_are_refused_with_the_fix(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """The advice names both queues and never sends sessions where no worker listens."""
+    one = create_agent_session_flow(ScriptedRunner(), f"{flow_type}.one")
+    two = create_agent_session_flow(ScriptedRunner(), f"{flow_type}.two")
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    with pytest.raises(UserError) as refused:
+        create_worker(client, [one, two], store=store)
+    message = str(refused.value)
+    assert repr(one.task_queue) in message and repr(two.task_queue) in message
+    assert "run one worker per queue" in message
+    assert "starts a flow's sessions on the flow's" in message
+    await store.close()

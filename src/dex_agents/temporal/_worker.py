@@ -32,6 +32,10 @@ def create_worker(
     1 s, so a session whose worker crashed moves to a new worker in about a
     second instead of ten; a bug in workflow code fails the session visibly
     instead of retrying its task forever; SIGTERM drains for 5 s.
+
+    `task_queue` other than the flows' own is for a client whose flow names it
+    too (`dataclasses.replace(flow, task_queue=...)`): `SessionClient` starts a
+    flow's sessions on the flow's `task_queue`, so no other worker gets them.
     """
     if not flows:
         raise UserError("`create_worker` needs at least one flow")
@@ -40,7 +44,10 @@ def create_worker(
         if task_queue is None and flow.task_queue != queue:
             raise UserError(
                 f"flows {flows[0].flow_type!r} and {flow.flow_type!r} use different task "
-                "queues; pass `task_queue=` or run one worker per queue"
+                f"queues ({flows[0].task_queue!r}, {flow.task_queue!r}); run one worker "
+                "per queue, or create the flows with the same `task_queue=`. (A "
+                "worker's own `task_queue=` serves only clients whose flows name that "
+                "queue: `SessionClient` starts a flow's sessions on the flow's.)"
             )
     options: dict[str, Any] = {
         "sticky_queue_schedule_to_start_timeout": timedelta(seconds=1),
