@@ -181,3 +181,25 @@ async def test_an_edit_and_a_cancel_no_worker_took_never_apply_later(
         await sessions.wait_for_idle(waiting, timeout=30)
     assert [e["order_id"] for e in ledger.entries("create_refund")] == ["9"]
     await store.close()
+
+
+async def test_a_caller_s_deadline_on_a_send_with_no_worker_is_a_timeout_error(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """As any await: not temporalio's `WorkflowUpdateRPCTimeoutOrCancelledError`."""
+    config, flow, store, sessions = ledger_session(client, tmp_path, flow_type)
+    sid = f"no-worker-send-{uuid.uuid4().hex[:8]}"
+    await client.start_workflow(
+        flow.flow_type, SessionInput(), id=sid, task_queue=flow.task_queue
+    )
+    sends = {
+        "send_user_message": lambda: sessions.send_user_message(sid, "say one"),
+        "send_and_wait": lambda: sessions.send_and_wait(sid, "say two"),
+        "start": lambda: sessions.start(f"{sid}-new", initial_message="say three"),
+    }
+    for name, send in sends.items():
+        with pytest.raises(TimeoutError) as caught:
+            async with asyncio.timeout(1):
+                await send()
+        assert type(caught.value) is TimeoutError, name
+    await store.close()

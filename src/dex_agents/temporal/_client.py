@@ -226,6 +226,18 @@ async def _taken_update(
             raise
 
 
+async def _answered(call: Callable[[], Awaitable[_T]]) -> _T:
+    """`call()` (an Update with a fixed ID) waited for as long as it takes.
+
+    A caller's own deadline (`asyncio.timeout`) cancels it as it cancels any
+    await, as a `TimeoutError`; temporalio alone raises its
+    `WorkflowUpdateRPCTimeoutOrCancelledError` instead, and leaves a future
+    whose exception nobody retrieves.
+    """
+    _, value = await within(Deadline(None), call)
+    return cast(_T, value)  # no deadline: `within` returns only with a value
+
+
 def _not_taken(session_id: str, what: str, deadline: Deadline) -> NoWorkerError:
     """No worker took `what` before `deadline`, and nothing was recorded."""
     return NoWorkerError(
@@ -692,30 +704,43 @@ class SessionClient:
             )
         client = self.client
         await _refuse_other_flow(client, flow, session_id)
-        operation: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
-            flow.flow_type,
-            SessionInput(),
-            id=session_id,
-            task_queue=flow.task_queue,
-            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-            result_type=type(None),
-        )
+        update_id = str(uuid.uuid4())  # one Update on the server, however often sent
+
+        def operation() -> WithStartWorkflowOperation[Any, None]:
+            # An operation is used once: a call sent again needs a new one.
+            return WithStartWorkflowOperation(
+                flow.flow_type,
+                SessionInput(),
+                id=session_id,
+                task_queue=flow.task_queue,
+                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                result_type=type(None),
+            )
+
         with _update_errors(session_id):
             if initial_message is None and not initial_images:
-                await _patient(
-                    lambda: client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
-                        "describe", start_workflow_operation=operation, result_type=int
+                await _answered(
+                    lambda: _patient(
+                        lambda: client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
+                            "describe",
+                            id=update_id,
+                            start_workflow_operation=operation(),
+                            result_type=int,
+                        )
                     )
                 )
                 return True
             message = await user_message_input(
                 session_id, initial_message or "", initial_images, self._store()
             )
-            return await client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
-                "send_user_message",
-                message,
-                start_workflow_operation=operation,
-                result_type=bool,
+            return await _answered(
+                lambda: client.execute_update_with_start_workflow(  # pyright: ignore[reportUnknownMemberType]
+                    "send_user_message",
+                    message,
+                    id=update_id,
+                    start_workflow_operation=operation(),
+                    result_type=bool,
+                )
             )
 
     async def send_user_message(
@@ -741,10 +766,13 @@ class SessionClient:
         """
         check_session_id(session_id)
         message = await user_message_input(session_id, text, images, self._store())
+        update_id = str(uuid.uuid4())  # one Update on the server, however often sent
         with _update_errors(session_id):
-            return await _patient(
-                lambda: _handle(self.client, session_id).execute_update(  # pyright: ignore[reportUnknownMemberType]
-                    "send_user_message", message, result_type=bool
+            return await _answered(
+                lambda: _patient(
+                    lambda: _handle(self.client, session_id).execute_update(  # pyright: ignore[reportUnknownMemberType]
+                        "send_user_message", message, id=update_id, result_type=bool
+                    )
                 )
             )
 
@@ -773,11 +801,17 @@ class SessionClient:
         check_count("turns", turns, minimum=0)
         store = self._store()
         message = await user_message_input(session_id, text, images, store)
+        update_id = str(uuid.uuid4())  # one Update on the server, however often sent
         try:
             with _update_errors(session_id):
-                snapshot = await _patient(
-                    lambda: _handle(self.client, session_id).execute_update(  # pyright: ignore[reportUnknownMemberType]
-                        "send_and_wait", message, result_type=AgentSnapshot
+                snapshot = await _answered(
+                    lambda: _patient(
+                        lambda: _handle(self.client, session_id).execute_update(  # pyright: ignore[reportUnknownMemberType]
+                            "send_and_wait",
+                            message,
+                            id=update_id,
+                            result_type=AgentSnapshot,
+                        )
                     )
                 )
         except WorkflowUpdateFailedError as err:
