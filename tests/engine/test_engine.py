@@ -1082,3 +1082,29 @@ async def test_a_task_that_keeps_failing_is_reported_after_the_patience(
             await sessions.send_user_message(sid, "say three")
         first.cancel()
     await store.close()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        ({"state_dir": 5}, "`state_dir` is 5; pass a path"),
+        ({"port": "7233"}, "`port` is '7233'; pass a TCP port"),
+        ({"port": True}, "`port` is True; pass a TCP port"),
+        ({"port": 70000}, "`port` is 70000; pass a TCP port"),
+        ({"ui": True, "ui_port": 8.5}, "`ui_port` is 8.5; pass a TCP port"),
+        ({"namespace": ""}, "`namespace` is ''; pass a Temporal namespace"),
+        ({"namespace": None}, "`namespace` is None"),
+        ({"startup_timeout": -1}, "`startup_timeout` is -1; pass the seconds"),
+        ({"startup_timeout": float("nan")}, "`startup_timeout` is nan"),
+        ({"startup_timeout": "30"}, "`startup_timeout` is '30'"),
+    ],
+)
+def test_wrong_engine_arguments_are_refused_before_anything_starts(
+    tmp_path: Path, arguments: dict[str, Any], message: str
+) -> None:
+    """Before: `namespace=""` waited its 30 s and blamed the start; others raised TypeError."""
+    arguments = {"state_dir": tmp_path / "state", **arguments}
+    with pytest.raises(UserError) as refused:
+        EmbeddedEngine(**arguments)
+    assert message in str(refused.value)
+    assert not (tmp_path / "state").exists(), "nothing was created"

@@ -181,6 +181,7 @@ def _rpcs(
             "timeout": (5, bad_timeout),
         },
         "snapshot": {"session_id": (sid, bad_id), "turns": (0, bad_count(0))},
+        "engine_info": {"session_id": (sid, bad_id)},
         "wait_for_idle": {
             "session_id": (sid, bad_id),
             "turns": (0, bad_count(0)),
@@ -261,7 +262,7 @@ async def test_wrong_arguments_raise_invalid_argument_errors_and_write_nothing(
         for argument, (_, bad) in arguments.items():
             await asyncio.to_thread(check_argument, rpc, argument, valid, bad)
 
-    assert len(refused) == sum(len(arguments) for arguments in rpcs.values()) == 37
+    assert len(refused) == sum(len(arguments) for arguments in rpcs.values()) == 38
     assert await settled_history_length(client, sid) == length
     assert len(await sessions.events(sid)) == events
     snapshot = await sessions.snapshot(sid)

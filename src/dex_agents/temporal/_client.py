@@ -1019,9 +1019,11 @@ class SessionClient:
         """How the engine runs the session: sandboxed, its runs, a parked segment.
 
         Raises:
+            InvalidArgumentError: the session ID is not a valid ID.
             UnknownSessionError: no session has this ID.
             EngineError: no worker answered (the store holds no engine facts).
         """
+        check_session_id(session_id)
         try:
             info = await _handle(self.client, session_id).query(
                 "engine_info",

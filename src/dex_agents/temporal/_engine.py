@@ -144,6 +144,46 @@ _TRUTHY = frozenset({"1", "true", "yes", "on"})
 _FALSY = frozenset({"", "0", "false", "no", "off"})
 
 
+def _check_engine_arguments(
+    state_dir: object,
+    port: object,
+    namespace: object,
+    startup_timeout: object,
+    ui_port: object,
+) -> None:
+    """Refuse `EmbeddedEngine` arguments of the wrong type before anything starts.
+
+    Raises:
+        UserError: one is wrong; the message names it and says what it takes.
+    """
+    if state_dir is not None and not isinstance(state_dir, str | os.PathLike):
+        raise UserError(
+            f"`state_dir` is {state_dir!r}; pass a path (str or Path), or None for "
+            f"`{STATE_DIR_ENV}` or ./{_DEFAULT_STATE_DIR}"
+        )
+    for name, value in (("port", port), ("ui_port", ui_port)):
+        if value is not None and (
+            not isinstance(value, int) or isinstance(value, bool)
+        ):
+            raise UserError(
+                f"`{name}` is {value!r}; pass a TCP port in 1..65535 (an int) or None"
+            )
+    if not isinstance(namespace, str) or not namespace.strip():
+        raise UserError(
+            f"`namespace` is {namespace!r}; pass a Temporal namespace name, such as "
+            "'default'"
+        )
+    if (
+        not isinstance(startup_timeout, int | float)
+        or isinstance(startup_timeout, bool)
+        or not 0 < startup_timeout < float("inf")
+    ):
+        raise UserError(
+            f"`startup_timeout` is {startup_timeout!r}; pass the seconds the dev "
+            "server may take to start, a positive number (30 by default)"
+        )
+
+
 def resolve_state_dir(
     state_dir: str | os.PathLike[str] | None = None, *, create: bool = True
 ) -> Path:
@@ -509,6 +549,7 @@ class EmbeddedEngine:
         ui: bool = False,
         ui_port: int | None = None,
     ) -> None:
+        _check_engine_arguments(state_dir, port, namespace, startup_timeout, ui_port)
         if port is not None and not 0 < port < 65536:
             raise UserError(f"`port` is {port!r}; pass a TCP port in 1..65535 or None")
         if ui_port is not None and not 0 < ui_port < 65536:
