@@ -4,10 +4,12 @@ and usage, summed over a turn's segments and a session's turns."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from temporalio.client import Client, WorkflowExecutionStatus
 
 from dex_agents.session import (
@@ -243,8 +245,9 @@ async def test_a_bug_in_a_runner_s_message_builder_fails_the_turn_not_the_sessio
 
 
 async def test_always_failing_segment_runs_run_model_attempts_then_fails_with_a_note(
-    client: Client, tmp_path: Path, flow_type: str
+    client: Client, tmp_path: Path, flow_type: str, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING)
     config = ledger_config(tmp_path, flow_type)
     runner = RecordingRunner(config)
     # 4, not the default 3: the count must come from the option.
@@ -279,6 +282,21 @@ async def test_always_failing_segment_runs_run_model_attempts_then_fails_with_a_
         "The previous turn (turn-1) failed: SessionError: scripted failure (attempt 4)\n"
         "No tool call ran before it failed."
     ]
+    # The worker's log: one line per failed attempt with its reason, no traceback.
+    said = [
+        r.getMessage()
+        for r in caplog.records
+        if "model segment of audit-eng-c25-attempts" in r.getMessage()
+    ]
+    assert len(said) == 4, said
+    assert (
+        "attempt 1 failed (it is tried again): scripted failure (attempt 1)" in said[0]
+    )
+    assert not [
+        r
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and r.exc_info is not None
+    ], "a traceback in the worker's log"
 
 
 def _total(usages: list[Usage]) -> Usage:

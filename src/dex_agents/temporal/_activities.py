@@ -311,6 +311,19 @@ def _step_sink(
     )
 
 
+def _said(err: SessionError, input: RunModelInput, attempt: int) -> None:
+    """One line in the worker's log for a model segment that failed with its reason."""
+    again = "it is tried again" if err.retryable else "the turn fails"
+    activity.logger.warning(
+        "model segment of %s, %s, attempt %d failed (%s): %s",
+        input.session_id,
+        input.turn_id,
+        attempt,
+        again,
+        err,
+    )
+
+
 def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationError:
     """Retry policy is decided here, at the engine edge, from the error's own fields.
 
@@ -329,6 +342,9 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
             category=ApplicationErrorCategory.BENIGN,
         )
     if isinstance(err, SessionError):
+        # Its message says what failed and the fix (a refused API key, a CLI that
+        # died with its stderr's tail): one log line (`_said`), not a traceback
+        # of this wrapper per attempt, which is what temporalio logs otherwise.
         delay = timedelta(seconds=err.retry_after) if err.retry_after else None
         return ApplicationError(
             str(err),
@@ -336,6 +352,7 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
             type=type(err).__name__,
             non_retryable=not err.retryable,
             next_retry_delay=delay,
+            category=ApplicationErrorCategory.BENIGN,
         )
     if isinstance(err, UserError | TypeError):
         return ApplicationError(
@@ -569,6 +586,10 @@ def build_activities(
                         {"attempt": attempt},
                         type="RunModelTimeout",
                     ) from err
+                if isinstance(err, SessionError) and not isinstance(
+                    err, BudgetReachedError
+                ):
+                    _said(err, input, attempt)
                 if isinstance(err, Exception):
                     raise _engine_error(err, attempt=attempt) from err
                 raise
