@@ -6,12 +6,13 @@ import re
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, cast
 
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool
 
 from .._errors import InvalidOptionError
 from ..session import RunModelContext, ToolPolicy
+from ..session._policy import shown
 from ..session._tool_sources import ToolSource, check_tool_source_names
 from ..stores import MediaStore
 from ._tools import CLAUDE_CODE_TOOL_NAMES, check_custom_tools
@@ -68,9 +69,13 @@ class ClaudeAgentDefinition:
     """A Claude Agent SDK agent that runs as a durable session.
 
     Raises:
-        TypeError: A custom tool's name collides with a Claude Code tool, starts
-            with `mcp__`, or repeats another custom tool, the server name is
-            not a plain identifier, two tool sources share a name, or a source
+        InvalidOptionError: (a `TypeError`) A field has the wrong type or value
+            (`options` is neither options nor a factory, `custom_tools` not a
+            list of tools, a `tool_policies` value not a `ToolPolicy`, ...); a
+            custom tool's name collides with a Claude Code tool, starts with
+            `mcp__`, or repeats another custom tool; a custom tool's input
+            schema is not a valid JSON Schema of an object; the server name is
+            not a plain identifier; two tool sources share a name; or a source
             declares a tool name that is a custom, Claude Code or other source's
             tool.
     """
@@ -104,11 +109,7 @@ class ClaudeAgentDefinition:
     """
 
     def __post_init__(self) -> None:
-        if not _SERVER_NAME.match(self.custom_tool_server_name):
-            raise InvalidOptionError(
-                f"`custom_tool_server_name` {self.custom_tool_server_name!r} must be "
-                "letters, digits, `_` or `-`, because it becomes part of tool names"
-            )
+        _check_fields(self)
         check_custom_tools(self.custom_tools)
         check_tool_source_names(
             self.tool_sources,
@@ -117,3 +118,86 @@ class ClaudeAgentDefinition:
                 *(tool.name for tool in self.custom_tools),
             ],
         )
+
+
+def _check_fields(agent: ClaudeAgentDefinition) -> None:
+    """Refuse a field of `agent` of a type or value it cannot work with.
+
+    Raises:
+        InvalidOptionError: The field named in the message; it says the fix.
+    """
+    # `object`: the values as passed, which is what is checked.
+    options = cast(object, agent.options)
+    if not isinstance(options, ClaudeAgentOptions) and not callable(options):
+        raise InvalidOptionError(
+            "`options` must be ClaudeAgentOptions, or a factory that takes a "
+            f"ClaudeAgentOptionsContext and returns them, got {shown(options)}; "
+            "use options=ClaudeAgentOptions(...)"
+        )
+    tools = cast(object, agent.custom_tools)
+    if not isinstance(tools, Sequence) or isinstance(tools, str | bytes):
+        raise InvalidOptionError(
+            "`custom_tools` must be a list of tools made with `claude_agent_sdk.tool`, "
+            f"got {shown(tools)}; use custom_tools=[lookup_order], or leave it out "
+            "for none"
+        )
+    _check_policies(cast(object, agent.tool_policies))
+    server = cast(object, agent.custom_tool_server_name)
+    if not isinstance(server, str) or not _SERVER_NAME.match(server):
+        raise InvalidOptionError(
+            f"`custom_tool_server_name` {shown(server)} must be a str of letters, "
+            "digits, `_` or `-`, because it becomes part of tool names; use "
+            f"custom_tool_server_name={DEFAULT_CUSTOM_TOOL_SERVER_NAME!r}, or leave "
+            "it out"
+        )
+    permission = cast(object, agent.claude_code_tool_permission)
+    if permission is not None and not callable(permission):
+        raise InvalidOptionError(
+            "`claude_code_tool_permission` must be a function of (context, tool "
+            f"name, input) or None, got {shown(permission)}; see "
+            "ClaudeCodeToolPermission"
+        )
+    sources = cast(object, agent.tool_sources)
+    if not isinstance(sources, Sequence) or isinstance(sources, str | bytes):
+        raise InvalidOptionError(
+            f"`tool_sources` must be a list of ToolSource, got {shown(sources)}; use "
+            "tool_sources=[source], or leave it out for none"
+        )
+    for index, source in enumerate(cast("Sequence[object]", sources)):
+        if not isinstance(source, ToolSource):
+            raise InvalidOptionError(
+                f"`tool_sources[{index}]` must be a ToolSource (such as "
+                f"`dex_agents.connectors.McpToolSource`), got {shown(source)}"
+            )
+    timeout = cast(object, agent.tool_source_listing_timeout)
+    if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+        raise InvalidOptionError(
+            "`tool_source_listing_timeout` must be a positive datetime.timedelta, "
+            f"got {shown(timeout)}; use timedelta(seconds=10)"
+        )
+
+
+def _check_policies(policies: object) -> None:
+    """Refuse `tool_policies` unless it maps non-empty tool names to `ToolPolicy`.
+
+    Raises:
+        InvalidOptionError: It is not a mapping, or a key or value is not.
+    """
+    fix = 'use tool_policies={"lookup_order": ToolPolicy(effect="read")}'
+    if not isinstance(policies, Mapping):
+        raise InvalidOptionError(
+            "`tool_policies` must be a dict of tool names to ToolPolicy, got "
+            f"{shown(policies)}; {fix}"
+        )
+    for name, policy in cast("Mapping[object, object]", policies).items():
+        if not isinstance(name, str) or not name:
+            raise InvalidOptionError(
+                "`tool_policies` keys must be non-empty tool names (str), got "
+                f"{shown(name)}; {fix}"
+            )
+        if not isinstance(policy, ToolPolicy):
+            raise InvalidOptionError(
+                f"`tool_policies[{name!r}]` must be a ToolPolicy, got "
+                f'{shown(policy)}; use ToolPolicy(effect="read") (or another '
+                "effect), not a bare effect name"
+            )

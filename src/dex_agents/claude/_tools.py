@@ -9,6 +9,7 @@ defined.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -33,7 +34,7 @@ from claude_agent_sdk import (
 from .._errors import InvalidOptionError
 from .._schema import compiled_validator
 from ..session import ToolPolicy
-from ..session._policy import ToolEffect
+from ..session._policy import ToolEffect, shown
 from ..session._tool_sources import SourceTool, ToolSource
 
 CLAUDE_CODE_TOOL_NAMES: frozenset[str] = frozenset(
@@ -98,15 +99,33 @@ ToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
-    """Refuse custom tool names that would make policies or records ambiguous.
+    """Refuse custom tools that are not tools, are ambiguous, or the CLI would drop.
+
+    Names that would make a policy or a record ambiguous are refused, and so is
+    an input schema the CLI cannot use.
 
     Raises:
-        TypeError: A name collides with a Claude Code tool, starts with `mcp__`,
-            or repeats another custom tool.
+        TypeError: An item is not a `claude_agent_sdk.tool`; a name is empty,
+            collides with a Claude Code tool, starts with `mcp__`, or repeats
+            another custom tool; or an input schema is not a valid JSON Schema
+            of an object (the CLI would drop the tool, and the model would read
+            that no such tool is available).
     """
     seen: set[str] = set()
-    for tool in tools:
-        name = tool.name
+    for index, tool in enumerate(cast("Sequence[object]", tools)):
+        if not isinstance(tool, SdkMcpTool):
+            raise InvalidOptionError(
+                f"`custom_tools[{index}]` must be a tool made with "
+                f"`claude_agent_sdk.tool`, got {shown(tool)}; decorate its handler "
+                'with @tool("name", "description", {"orderId": str})'
+            )
+        checked = cast("SdkMcpTool[Any]", tool)
+        name = cast(object, checked.name)  # what was passed, unchecked
+        if not isinstance(name, str):
+            raise InvalidOptionError(
+                f"custom tool `custom_tools[{index}]` has the name {shown(name)}; "
+                "give it a name that is a str"
+            )
         if name in CLAUDE_CODE_TOOL_NAMES:
             raise InvalidOptionError(
                 f"custom tool {name!r} collides with a Claude Code tool; rename it "
@@ -122,6 +141,57 @@ def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
         if name in seen:
             raise InvalidOptionError(f"two custom tools are named {name!r}; rename one")
         seen.add(name)
+        handler = cast(object, checked.handler)
+        if not callable(handler):
+            raise InvalidOptionError(
+                f"custom tool {name!r} has the handler {shown(handler)}; decorate an "
+                "async function with @tool"
+            )
+        _check_input_schema(checked)
+
+
+def _check_input_schema(tool: SdkMcpTool[Any]) -> None:
+    """Refuse `tool` unless its input schema, as the runtime serves it, is valid.
+
+    The schema is the one `CustomTool.from_sdk` builds (a dict of Python types
+    becomes a JSON Schema there), checked as every call's input is: against
+    its metaschema, by `compiled_validator`.
+
+    Raises:
+        InvalidOptionError: The schema is not a JSON Schema of an object.
+    """
+    fix = (
+        "fix the schema passed to @tool (a JSON Schema such as "
+        '{"type": "object", "properties": {"orderId": {"type": "string"}}}, or '
+        'a dict of Python types such as {"orderId": str})'
+    )
+    try:
+        schema = CustomTool.from_sdk(tool).input_schema
+    except (TypeError, ValueError) as e:  # pydantic's ValidationError is a ValueError
+        raise InvalidOptionError(
+            f"custom tool {tool.name!r} cannot be served: {e}; {fix}"
+        ) from e
+    if schema.get("type") != "object":
+        raise InvalidOptionError(
+            f"the input schema of custom tool {tool.name!r} must have "
+            f'"type": "object" (a tool\'s input is an object), got '
+            f"{shown(schema.get('type'))}; {fix}"
+        )
+    try:
+        compiled_validator(schema)
+    except jsonschema.exceptions.SchemaError as e:
+        raise InvalidOptionError(
+            f"the input schema of custom tool {tool.name!r} is not a valid JSON "
+            f"Schema: {e.message} (at {e.json_path}); the CLI would drop the tool "
+            f"and the model read that no such tool is available; {fix}"
+        ) from e
+    try:
+        json.dumps(schema)
+    except (TypeError, ValueError) as e:
+        raise InvalidOptionError(
+            f"the input schema of custom tool {tool.name!r} is not JSON ({e}), so "
+            f"it cannot be sent to the CLI; {fix}"
+        ) from e
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TypeAlias
+from typing import TypeAlias, cast
 
 from .._errors import InvalidArgumentError
 from ._notification import InterruptNotification
-from ._policy import ToolEffect, ToolPolicy
+from ._policy import TOOL_EFFECTS, ToolEffect, ToolPolicy, check_effect, shown
 
 InterruptNotifier: TypeAlias = Callable[[InterruptNotification], Awaitable[None]]
 """Tells someone that an approval waits (`dex_agents.notify.WebhookNotifier`, or your own)."""
@@ -20,7 +21,14 @@ MAX_HOT_RESUME_WINDOW = timedelta(minutes=30)
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class AgentSessionOptions:
-    """How a session treats tools, time and money."""
+    """How a session treats tools, time and money.
+
+    Raises:
+        InvalidArgumentError: An option has the wrong type (a number where a
+            `timedelta` goes, a float or bool where an int goes, a str effect
+            where a `ToolPolicy` goes) or is out of range; `argument` names it
+            and the message says the fix. `dataclasses.replace` checks again.
+    """
 
     tool_policies: dict[str, ToolPolicy] = field(default_factory=lambda: {})
     """Policy per tool name; tools without one get `default_tool_effect`."""
@@ -45,7 +53,8 @@ class AgentSessionOptions:
     compaction: object | None = None
     """A compaction policy; runners that cannot compact reject it at definition."""
     continue_as_new_after_events: int | None = None
-    """Continue as new past this many history events, besides Temporal's suggestion."""
+    """Continue as new past this many history events, besides Temporal's suggestion
+    (at least `MIN_CONTINUE_AS_NEW_AFTER_EVENTS`)."""
     on_interrupt: InterruptNotifier | None = None
     """Called when an approval opens, is reminded (`interrupt_reminder`) or expires.
 
@@ -71,46 +80,195 @@ class AgentSessionOptions:
     a deferral beyond it resumes cold. 0 parks none."""
 
     def __post_init__(self) -> None:
-        if self.hot_resume_window < timedelta(0) or self.max_parked_segments < 0:
-            raise InvalidArgumentError(
-                "hot_resume_window",
-                "`hot_resume_window` and `max_parked_segments` must not be negative, "
-                f"got {self.hot_resume_window!r} and {self.max_parked_segments!r}; "
-                "use timedelta(0) or 0 to resume every decision cold",
+        _check_policies(self.tool_policies)
+        check_effect(
+            "default_tool_effect", self.default_tool_effect, owner="AgentSessionOptions"
+        )
+        _duration(
+            "interrupt_deadline", self.interrupt_deadline, "wait without a deadline"
+        )
+        _duration("run_model_limit", self.run_model_limit)
+        _count("run_model_attempts", self.run_model_attempts, minimum=1, example=3)
+        _count("tool_attempts", self.tool_attempts, minimum=1, example=3)
+        _duration("tool_limit", self.tool_limit)
+        _duration("heartbeat_timeout", self.heartbeat_timeout)
+        _duration("retry_interval", self.retry_interval)
+        _spend_limit(self.spend_limit)
+        if self.continue_as_new_after_events is not None:
+            _count(
+                "continue_as_new_after_events",
+                self.continue_as_new_after_events,
+                minimum=MIN_CONTINUE_AS_NEW_AFTER_EVENTS,
+                example=10_000,
+                fix="or None to continue as new only when Temporal suggests it",
             )
+        if self.on_interrupt is not None and not callable(self.on_interrupt):
+            raise InvalidArgumentError(
+                "on_interrupt",
+                "`on_interrupt` must be an async callable that takes an "
+                f"InterruptNotification, got {shown(self.on_interrupt)}; use "
+                "on_interrupt=WebhookNotifier(url) (dex_agents.notify), or None",
+            )
+        _duration("interrupt_reminder", self.interrupt_reminder, "send no reminders")
+        _count(
+            "notification_attempts", self.notification_attempts, minimum=1, example=5
+        )
+        _duration(
+            "hot_resume_window",
+            self.hot_resume_window,
+            zero="resume every decision cold",
+        )
         if self.hot_resume_window > MAX_HOT_RESUME_WINDOW:
             raise InvalidArgumentError(
                 "hot_resume_window",
                 f"`hot_resume_window` is at most {MAX_HOT_RESUME_WINDOW} (a parked "
-                f"CLI is kept warm, not durable), got {self.hot_resume_window!r}",
+                "CLI is kept warm, not durable), got "
+                f"{shown(self.hot_resume_window)}; use timedelta(minutes=2), or "
+                "timedelta(0) to resume every decision cold",
             )
-        _positive_or_none(
-            "interrupt_reminder", self.interrupt_reminder, "send no reminders"
-        )
-        if self.notification_attempts < 1:
-            raise InvalidArgumentError(
-                "notification_attempts",
-                "`notification_attempts` must be at least 1, got "
-                f"{self.notification_attempts!r}",
-            )
-        if self.run_model_attempts < 1 or self.tool_attempts < 1:
-            raise InvalidArgumentError(
-                "run_model_attempts",
-                "`run_model_attempts` and `tool_attempts` must be at least 1, got "
-                f"{self.run_model_attempts!r} and {self.tool_attempts!r}",
-            )
-        _positive_or_none(
-            "interrupt_deadline", self.interrupt_deadline, "wait without a deadline"
+        _count(
+            "max_parked_segments",
+            self.max_parked_segments,
+            minimum=0,
+            example=4,
+            fix="or 0 to resume every decision cold",
         )
 
 
-def _positive_or_none(name: str, value: timedelta | None, none_does: str) -> None:
-    """Refuse a duration option `name` that is zero or negative (None `none_does`).
+MIN_CONTINUE_AS_NEW_AFTER_EVENTS = 10
+"""The smallest `continue_as_new_after_events`.
+
+A new run's history holds 3 events when it first checks the limit, so a limit of
+3 or less would continue an idle or waiting session as new forever; one Step adds
+about 6 more, so from 10 on every run can take at least one Step first.
+"""
+
+
+def _duration(
+    name: str, value: object, none_does: str | None = None, *, zero: str | None = None
+) -> None:
+    """Refuse a duration option `name` that is not a positive timedelta.
+
+    `none_does` says what None means where None is allowed; `zero` what
+    `timedelta(0)` means where zero is allowed.
 
     Raises:
-        InvalidArgumentError: `value` is not None and not positive.
+        InvalidArgumentError: `value` is not a timedelta (nor an allowed None),
+            or is negative, or zero where zero is not allowed.
     """
-    if value is not None and value <= timedelta(0):
+    if value is None and none_does is not None:
+        return
+    fix = _EXAMPLE_DURATION[name]
+    if zero is not None:
+        fix += f", or timedelta(0) to {zero}"
+    if none_does is not None:
+        fix += f", or None to {none_does}"
+    if not isinstance(value, timedelta):
+        if _positive_number(value):
+            fix = f"timedelta(seconds={value!r}) if you meant seconds"
+        expected = "a datetime.timedelta" + (" or None" if none_does else "")
         raise InvalidArgumentError(
-            name, f"`{name}` must be positive, got {value!r}; use None to {none_does}"
+            name, f"`{name}` must be {expected}, got {shown(value)}; use {fix}"
         )
+    if value < timedelta(0) or (value == timedelta(0) and zero is None):
+        expected = "positive" if zero is None else "zero or more"
+        raise InvalidArgumentError(
+            name, f"`{name}` must be {expected}, got {shown(value)}; use {fix}"
+        )
+
+
+_EXAMPLE_DURATION = {
+    "interrupt_deadline": "timedelta(hours=24)",
+    "run_model_limit": "timedelta(minutes=15)",
+    "tool_limit": "timedelta(minutes=10)",
+    "heartbeat_timeout": "timedelta(seconds=10)",
+    "retry_interval": "timedelta(seconds=1)",
+    "interrupt_reminder": "timedelta(hours=1)",
+    "hot_resume_window": "timedelta(minutes=2)",
+}
+"""A fitting value of each duration option, for the fix an error message names."""
+
+
+def _positive_number(value: object) -> bool:
+    """Whether `value` is a positive, finite int or float (not a bool)."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
+
+
+def _count(
+    name: str, value: object, *, minimum: int, example: int, fix: str = ""
+) -> None:
+    """Refuse a count option `name` that is not an int (bool is not) of `minimum` or more.
+
+    `example` is a fitting value; `fix` what else may be passed instead.
+
+    Raises:
+        InvalidArgumentError: `value` is not an int, is a bool, or is below `minimum`.
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
+        return
+    raise InvalidArgumentError(
+        name,
+        f"`{name}` must be a whole number (int) of at least {minimum}, got "
+        f"{shown(value)}; use {name}={example}{f', {fix}' if fix else ''}",
+    )
+
+
+def _spend_limit(value: object) -> None:
+    """Refuse a `spend_limit` that is not None or a positive, finite number of USD.
+
+    Raises:
+        InvalidArgumentError: it is a bool, not a number, not finite, or not positive.
+    """
+    if value is None:
+        return
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise InvalidArgumentError(
+            "spend_limit",
+            "`spend_limit` must be a positive, finite number of USD (an int or "
+            f"float), got {shown(value)}; use spend_limit=5.0, or None for no limit",
+        )
+
+
+def _check_policies(policies: object) -> None:
+    """Refuse `tool_policies` unless it maps non-empty tool names to `ToolPolicy`.
+
+    Raises:
+        InvalidArgumentError: it is not a mapping, or a key or value is not.
+    """
+    fix = 'use {"lookup": ToolPolicy(effect="read")}'
+    if not isinstance(policies, Mapping):
+        raise InvalidArgumentError(
+            "tool_policies",
+            "`tool_policies` must be a dict of tool names to ToolPolicy, got "
+            f"{shown(policies)}; {fix}",
+        )
+    # isinstance leaves the item types unknown; each is checked here.
+    items = cast("Mapping[object, object]", policies).items()
+    for name, policy in items:
+        if not isinstance(name, str) or not name:
+            raise InvalidArgumentError(
+                "tool_policies",
+                "`tool_policies` keys must be non-empty tool names (str), got "
+                f"{shown(name)}; {fix}",
+            )
+        if not isinstance(policy, ToolPolicy):
+            hint = (
+                f"ToolPolicy(effect={policy!r})"
+                if isinstance(policy, str) and policy in TOOL_EFFECTS
+                else 'ToolPolicy(effect="read")'
+            )
+            raise InvalidArgumentError(
+                "tool_policies",
+                f"`tool_policies[{name!r}]` must be a ToolPolicy, got "
+                f"{shown(policy)}; use {hint}",
+            )

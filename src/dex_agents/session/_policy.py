@@ -17,6 +17,46 @@ TOOL_EFFECTS: tuple[ToolEffect, ...] = (
     "unclassified",
 )
 
+_SHOWN_CHARACTERS = 60
+
+
+def shown(value: object) -> str:
+    """A value for an error message: its type and a bounded repr."""
+    text = repr(value)
+    if len(text) > _SHOWN_CHARACTERS:
+        text = f"{text[: _SHOWN_CHARACTERS - 3]}..."
+    return f"{type(value).__name__} {text}"
+
+
+def check_effect(argument: str, value: object, *, owner: str) -> None:
+    """Refuse `value` of option `argument` (of `owner`) unless it is a `ToolEffect`.
+
+    Raises:
+        InvalidArgumentError: `value` is not one of `TOOL_EFFECTS`.
+    """
+    if not isinstance(value, str) or value not in TOOL_EFFECTS:
+        raise InvalidArgumentError(
+            argument,
+            f"`{owner}.{argument}` must be a tool effect, got {shown(value)}; use "
+            f"one of {', '.join(repr(e) for e in TOOL_EFFECTS)}",
+        )
+
+
+def _check_flag(argument: str, value: object) -> None:
+    """Refuse a `ToolPolicy` flag that is not a bool ("no" would count as True).
+
+    Raises:
+        InvalidArgumentError: `value` is not True or False.
+    """
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(
+            argument,
+            f"`ToolPolicy.{argument}` must be True or False, got {shown(value)} "
+            f"(any non-empty value would count as True); use {argument}=True to "
+            "make every call wait for approval, or leave it False",
+        )
+
+
 ToolStep = Literal["call_tool", "call_single_attempt_tool"]
 """`call_tool` retries (same idempotency key); `call_single_attempt_tool` never does."""
 
@@ -33,11 +73,8 @@ class ToolPolicy:
     requires_approval: bool = False
 
     def __post_init__(self) -> None:
-        if self.effect not in TOOL_EFFECTS:
-            raise InvalidArgumentError(
-                "effect",
-                f"unknown tool effect {self.effect!r}; use one of {list(TOOL_EFFECTS)}",
-            )
+        check_effect("effect", self.effect, owner="ToolPolicy")
+        _check_flag("requires_approval", self.requires_approval)
 
     @property
     def needs_approval(self) -> bool:
