@@ -16,8 +16,12 @@ from typing import Any, TypedDict
 import pytest
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, tool
 
-from dex_agents import InvalidOptionError
-from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentOptionsContext
+from dex_agents import InvalidOptionError, UserError
+from dex_agents.claude import (
+    ClaudeAgentDefinition,
+    ClaudeAgentOptionsContext,
+    create_claude_agent_session_flow,
+)
 from dex_agents.claude._definition import ClaudeCodeToolDecision
 from dex_agents.claude._tools import CustomTool
 from dex_agents.session import RunModelContext, ToolPolicy
@@ -239,3 +243,25 @@ def test_every_default_is_valid_and_a_valid_non_default_set_builds() -> None:
         tool_source_listing_timeout=timedelta(seconds=2),
     )
     assert [t.name for t in agent.custom_tools] == ["lookup_order", "refund"]
+
+
+@pytest.mark.parametrize(
+    ("flow_type", "session_options", "message"),
+    [
+        (None, None, "flow type None must be a string"),
+        (5, None, "flow type 5 must be a string"),
+        (
+            "Agent",
+            {"spend_limit": 5},
+            "`session_options` must be an `AgentSessionOptions`",
+        ),
+        ("Agent", 5, "got int 5"),
+    ],
+)
+def test_a_flow_of_a_wrong_type_or_options_is_refused_when_built(
+    flow_type: object, session_options: object, message: str
+) -> None:
+    agent = ClaudeAgentDefinition(options=ClaudeAgentOptions())
+    with pytest.raises(UserError) as refused:
+        create_claude_agent_session_flow(agent, flow_type, session_options)  # pyright: ignore[reportArgumentType]
+    assert message in str(refused.value)

@@ -34,7 +34,13 @@ def create_claude_agent_session_flow(
     # Imported here so `import dex_agents.claude` stays free of the engine.
     from ..temporal import create_agent_session_flow
 
-    options = session_options or AgentSessionOptions()
+    options = AgentSessionOptions() if session_options is None else session_options
+    if not isinstance(options, AgentSessionOptions):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(
+            f"`session_options` must be an `AgentSessionOptions` or None, got "
+            f"{type(options).__name__} {options!r:.80}; build one, e.g. "
+            "AgentSessionOptions(spend_limit=5.0)"
+        )
     if options.tool_policies:
         raise UserError(
             "set `tool_policies` on the `ClaudeAgentDefinition`, not in the session "

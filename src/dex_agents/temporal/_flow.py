@@ -49,13 +49,23 @@ def create_agent_session_flow(
         UserError: for a malformed flow type, or options the runner cannot honor
             (such as a compaction policy for a runner that cannot compact).
     """
-    if not _FLOW_TYPE.match(flow_type):
+    if not isinstance(flow_type, str) or not _FLOW_TYPE.match(flow_type):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UserError(
-            f"flow type {flow_type!r} must start with a letter and contain only "
-            "letters, digits, `_`, `.` or `-` (at most 100 characters)"
+            f"flow type {flow_type!r} must be a string that starts with a letter and "
+            "contains only letters, digits, `_`, `.` or `-` (at most 100 characters)"
         )
-    if options is _DEFAULT_OPTIONS or not options:  # `not`: None, from untyped code
+    if options is _DEFAULT_OPTIONS or options is None:  # pyright: ignore[reportUnnecessaryComparison] - None: from untyped code
         options = AgentSessionOptions()  # so no two flows share one policy dict
+    if not isinstance(options, AgentSessionOptions):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(
+            f"session options must be an `AgentSessionOptions`, got "
+            f"{type(options).__name__} {options!r:.80}; build one, e.g. "
+            "AgentSessionOptions(spend_limit=5.0)"
+        )
+    if task_queue is not None and (not isinstance(task_queue, str) or not task_queue):  # pyright: ignore[reportUnnecessaryIsInstance]
+        raise UserError(
+            f"`task_queue` must be a non-empty string or None, got {task_queue!r}"
+        )
     runner.validate_session_options(compaction=options.compaction)
     return AgentSessionFlow(
         flow_type=flow_type,
