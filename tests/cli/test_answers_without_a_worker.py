@@ -42,7 +42,7 @@ async def test_approve_with_no_worker_is_recorded_and_the_write_runs_once(
     assert f"No worker serves flow '{flow_type}' now; it applies when one starts" in (
         result.stdout
     )
-    assert "`dex-agents worker --agent module:flow`" in result.stdout
+    assert "`dex-agents worker --agent module:flow --state-dir" in result.stdout
     assert "if the session has" not in result.stdout  # the store knows the interrupt
     assert "Traceback" not in result.output and "error" not in result.stderr
     # Said twice, it is recorded once, and applies once.

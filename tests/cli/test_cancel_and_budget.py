@@ -12,6 +12,7 @@ import asyncio
 import json
 import os
 import re
+import shlex
 import subprocess
 import time
 import uuid
@@ -342,7 +343,7 @@ async def test_reject_declines_a_new_limit_and_spend_limit_is_refused_for_a_tool
         refused,
         "`--spend-limit` answers a spend-limit interrupt only",
         f"asks to approve the tool call create_refund: `dex-agents approve {refund} "
-        f"{call.interrupt_id}` (without `--spend-limit`)",
+        f"{call.interrupt_id} {shlex.join(budgeted.target)}` (without `--spend-limit`)",
         exit_code=2,
     )
     both = await invoke(

@@ -398,12 +398,12 @@ async def test_a_store_that_cannot_be_written_fails_with_where_to_put_it(
         store = blocker / "runtime.sqlite"
         said = f"cannot be created: {blocker} is a file, not a directory"
     else:
-        store, said = blocker, "cannot write it: file is not a database"
+        store, said = blocker, "it is not a dex-agents SQLite store"
 
     done = await doctor("--state-dir", str(engine.state_dir), "--store", str(store))
 
     line = assert_fails_with(done, "runtime_store", f"✗ runtime store {store}: {said}")
-    assert "pass `--store` (or `--state-dir`)" in line
+    assert "pass `--store`" in line and "`--state-dir`" in line
     assert blocker.read_text() == "not a directory, not a database\n"
 
 

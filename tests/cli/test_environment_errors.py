@@ -149,7 +149,7 @@ async def test_advice_names_the_command_as_it_was_typed(tmp_path: Path) -> None:
         timeout=60,
     )
     assert off_path.returncode == 1, off_path.stderr
-    assert f"start one with `{typed} dev --agent module:flow`" in off_path.stderr
+    assert f"start one with `{typed} dev --agent module:flow " in off_path.stderr
     on_path = subprocess.run(
         ["dex-agents", *args],
         cwd=tmp_path,
@@ -159,4 +159,4 @@ async def test_advice_names_the_command_as_it_was_typed(tmp_path: Path) -> None:
         timeout=60,
     )
     assert on_path.returncode == 1, on_path.stderr
-    assert "start one with `dex-agents dev --agent module:flow`" in on_path.stderr
+    assert "start one with `dex-agents dev --agent module:flow " in on_path.stderr

@@ -262,7 +262,9 @@ async def test_chat_shows_progress_and_ctrl_c_stops_the_turn_then_leaves(
     chat.expect("you › ")
     chat.sendintr()
     # The way back names the command as it was run (a venv's `bin/` is often not on PATH).
-    chat.expect_exact(f"bye; come back with `{typed_command()} chat c-2-{RUN}`")
+    chat.expect_exact(
+        f"bye; come back with `{typed_command()} chat c-2-{RUN} --state-dir"
+    )
     assert chat.wait_exit() == 0
 
     chat = spawn_chat(engine, tmp_path, flow_type, f"c-2-{RUN}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import json
 import re
+import shlex
 import uuid
 from dataclasses import replace
 from datetime import datetime
@@ -318,8 +319,8 @@ async def test_approvals_lists_every_pending_approval_of_every_session(
     assert '{"orderId": "11"}' in rows[0] and "non idempotent write" in rows[0]
     assert re.search(r"\s-\s+\d+s$", rows[1].rstrip()), rows[1]  # no deadline
     assert (
-        hint
-        == f"answer one: dex-agents approve {first} {first_id} (or reject ... -m 'why')"
+        hint == f"answer one: dex-agents approve {first} {first_id} "
+        f"{shlex.join(served.target)} (or reject ... -m 'why')"
     )
 
     listed = json.loads((await served.run("approvals", "--json")).stdout)

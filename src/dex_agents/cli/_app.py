@@ -16,6 +16,7 @@ import functools
 import os
 import signal
 import socket
+import sqlite3
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from contextlib import AsyncExitStack
@@ -55,6 +56,10 @@ from ._cancel import cancel
 from ._chat import run_chat
 from ._complete import complete_interrupt, complete_session
 from ._context import (
+    CURSOR,
+    INTERRUPT_ID,
+    SESSION_ID,
+    TEXT,
     Connection,
     Outage,
     Target,
@@ -65,11 +70,14 @@ from ._context import (
     open_store,
     quiet_temporal_logs,
     recorded_name,
+    remember_where,
     state_dir_option,
+    store_error,
     store_exists,
     store_label,
     store_location,
     target_options,
+    timeout_option,
     unknown_session,
     worker_seen,
 )
@@ -80,9 +88,9 @@ from ._errors import (
     BadArgumentError,
     CommandError,
     command_words,
-    prog,
     release_engine_runtime,
     run,
+    suggest,
 )
 from ._views import ShownCall, turn_calls
 
@@ -205,6 +213,12 @@ def dev(
     """
     if no_ui and ui_port is not None:
         raise click.UsageError("--ui-port and --no-ui exclude each other; pass one")
+    remember_where(
+        directory=resolve_state_dir(state_dir, create=False),
+        store=store,
+        address=None,
+        namespace=namespace,
+    )
     flows = [load_flow(ref) for ref in agents]
     if no_web and web_port is not None:
         raise click.UsageError("--web-port and --no-web exclude each other; pass one")
@@ -300,10 +314,13 @@ async def _dev(
         except EngineError as err:
             raise _in_dev_words(err) from err
     try:
+        location = store_location(store_arg, directory)
         try:
-            store = await open_runtime_store(store_location(store_arg, directory))
+            store = await open_runtime_store(location)
         except UserError as e:
             raise CommandError(str(e)) from e
+        except (OSError, sqlite3.Error) as e:
+            raise store_error(e, location) from e
         origin = (
             "started here"
             if engine.owned
@@ -314,7 +331,7 @@ async def _dev(
             address=engine.address,
             namespace=namespace,
             where=f"dev server pid {engine.pid}, {origin}",
-            restart_hint=dev_restart_hint(directory),
+            restart_hint=dev_restart_hint(),
         )
         if engine.ui_url is not None:
             ui = f"{engine.ui_url}/namespaces/{namespace}/workflows"
@@ -497,7 +514,7 @@ async def _serve(
             out,
             command_words(
                 "no --agent, so no worker runs here; start one with "
-                "`dex-agents worker --agent module:flow`"
+                f"`{suggest('worker', raw='--agent module:flow')}`"
             ),
             "yellow",
         )
@@ -513,7 +530,11 @@ async def _serve(
                 w = create_worker(conn.client, group, store=store, task_queue=queue)
                 runs.append(asyncio.create_task(w.run()))
                 stack.push_async_callback(_shutdown, w, runs[-1])
-            hint = f"; chat: {prog()} chat my-session --agent {refs[0]}" if refs else ""
+            hint = (
+                f"; chat: {suggest('chat', 'my-session', '--agent', refs[0])}"
+                if refs
+                else ""
+            )
             out.print(
                 Text.assemble(
                     ("ready", "bold green"), (f"  Ctrl-C stops{hint}", "dim")
@@ -622,7 +643,9 @@ async def _list_snapshots(target: Target) -> list[AgentSnapshot]:
         "dex-agents show session-1 --json | jq '.pending_interrupts'",
     )
 )
-@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
+@click.argument(
+    "session_id", metavar="SESSION", type=SESSION_ID, shell_complete=complete_session
+)
 @click.option("--json", "as_json", is_flag=True, help=_JSON_HELP)
 @target_options
 def show(session_id: str, as_json: bool, target: Target) -> None:
@@ -723,10 +746,16 @@ async def _snapshot_and_note(
         "dex-agents events session-1 --json --after 120 | jq -c '{type, data}'",
     )
 )
-@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
+@click.argument(
+    "session_id", metavar="SESSION", type=SESSION_ID, shell_complete=complete_session
+)
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new events.")
 @click.option(
-    "--after", type=int, default=0, show_default=True, help="Start after this cursor."
+    "--after",
+    type=CURSOR,
+    default=0,
+    show_default=True,
+    help="Start after this cursor.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per line.")
 @target_options
@@ -787,18 +816,16 @@ async def _require_known(target: Target, session_id: str) -> None:
 
 # -- approvals ------------------------------------------------------------------
 
-_TIMEOUT_OPTION = click.option(
-    "--timeout",
-    type=click.FloatRange(min=0.1),
-    default=10.0,
-    show_default=True,
-    help="Seconds to wait for the session's worker to take the answer; then it is "
+_TIMEOUT_OPTION = timeout_option(
+    10.0,
+    "Seconds to wait for the session's worker to take the answer; then it is "
     "recorded, and applies when a worker starts (exit code 3).",
 )
 _AS_OPTION = click.option(
     "--as",
     "resolved_by",
     metavar="NAME",
+    type=TEXT,
     help="Who decides, recorded with the answer (`show`, `events`, the web inbox). "
     "[default: your OS user name]",
 )
@@ -807,8 +834,9 @@ _AS_OPTION = click.option(
 _RESOLVE_EXIT = """
 \b
 Exit codes: 0 done (or already answered the same way), 1 an error (the
-message says what to do), 3 recorded: no worker took it now, it applies
-when one starts, 4 already answered the other way (nothing changed).
+message says what to do), 2 a wrong argument (nothing was sent), 3
+recorded: no worker took it now, it applies when one starts, 4 already
+answered the other way (nothing changed).
 """
 
 
@@ -823,8 +851,10 @@ when one starts, 4 already answered the other way (nothing changed).
     )
     + _RESOLVE_EXIT
 )
-@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
-@click.argument("interrupt_id", shell_complete=complete_interrupt)
+@click.argument(
+    "session_id", metavar="SESSION", type=SESSION_ID, shell_complete=complete_session
+)
+@click.argument("interrupt_id", type=INTERRUPT_ID, shell_complete=complete_interrupt)
 @click.option(
     "--edit",
     "edit",
@@ -888,10 +918,15 @@ def approve(
     )
     + _RESOLVE_EXIT
 )
-@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
-@click.argument("interrupt_id", shell_complete=complete_interrupt)
+@click.argument(
+    "session_id", metavar="SESSION", type=SESSION_ID, shell_complete=complete_session
+)
+@click.argument("interrupt_id", type=INTERRUPT_ID, shell_complete=complete_interrupt)
 @click.option(
-    "--message", "-m", help="Why: the agent reads it in place of the tool's result."
+    "--message",
+    "-m",
+    type=TEXT,
+    help="Why: the agent reads it in place of the tool's result.",
 )
 @click.option("--edit", "edit", hidden=True)  # refused, with what to run instead
 @_TIMEOUT_OPTION
@@ -915,8 +950,7 @@ def reject(
     if edit is not None:
         raise BadArgumentError(
             "`reject` takes no `--edit`: a rejected call never runs. To run it with "
-            f"another input, `{prog()} approve {session_id} {interrupt_id} --edit "
-            "JSON`"
+            f"another input, `{suggest('approve', session_id, interrupt_id, raw='--edit JSON')}`"
         )
     verdict = Verdict(
         approved=False, message=message, resolved_by=recorded_name(resolved_by)
@@ -955,8 +989,9 @@ def approvals(as_json: bool, target: Target) -> None:
     limit = " --spend-limit USD" if render.is_budget(first.interrupt) else ""
     render.say(
         out,
-        f"answer one: {prog()} approve {first.session_id} "
-        f"{first.interrupt.interrupt_id}{limit} (or reject ... -m 'why')",
+        f"answer one: "
+        f"{suggest('approve', first.session_id, first.interrupt.interrupt_id, raw=limit.strip())}"
+        " (or reject ... -m 'why')",
         "dim",
     )
 
@@ -985,7 +1020,7 @@ def demo(state_dir: Path | None) -> None:
 
 
 @main.command()
-@click.argument("session_id", metavar="SESSION")
+@click.argument("session_id", metavar="SESSION", type=SESSION_ID)
 @click.option(
     "--agent",
     metavar="MODULE:FLOW",

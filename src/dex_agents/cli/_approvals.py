@@ -56,6 +56,7 @@ from ._errors import (
     CommandError,
     ConflictError,
     prog,
+    suggest,
 )
 from ._views import Pending
 
@@ -270,13 +271,13 @@ def _check_kind(
     """
     if interrupt is None:
         return
-    command = f"{session_id} {interrupt.interrupt_id}"
+    command = (session_id, interrupt.interrupt_id)
     if not render.is_budget(interrupt):
         if new_spend_limit is not None:
             raise BadArgumentError(
                 f"`--spend-limit` answers a spend-limit interrupt only; "
                 f"{interrupt.interrupt_id} asks to approve the tool call "
-                f"{interrupt.tool_name}: `{prog()} approve {command}` (without "
+                f"{interrupt.tool_name}: `{suggest('approve', *command)}` (without "
                 "`--spend-limit`)"
             )
         return
@@ -287,15 +288,15 @@ def _check_kind(
     if edited:
         raise BadArgumentError(
             f"{interrupt.interrupt_id} asks for a new spend limit ({what}), which has "
-            f"no input to edit: `{prog()} approve {command} --spend-limit USD`"
+            f"no input to edit: `{suggest('approve', *command, raw='--spend-limit USD')}`"
         )
     if new_spend_limit is None:
         raise BadArgumentError(
             f"{interrupt.interrupt_id} of session {session_id!r} asks for a new spend "
             f"limit ({what}): approve it with `--spend-limit USD` above the "
-            f"{spent:.4f} USD spent, e.g. `{prog()} approve {command} --spend-limit "
-            f"{_suggested_limit(interrupt)}`, or decline it with `{prog()} reject "
-            f"{command}`"
+            f"{spent:.4f} USD spent, e.g. `"
+            f"{suggest('approve', *command, '--spend-limit', _suggested_limit(interrupt))}"
+            f"`, or decline it with `{suggest('reject', *command)}`"
         )
     if new_spend_limit <= spent:
         raise BadArgumentError(
@@ -410,8 +411,8 @@ async def resolve(
                     ("recorded: ", "bold yellow"),
                     f"the {done} of {interrupt_id} (session {session_id}). No worker "
                     f"serves flow {info.flow_type!r} now; it applies when one "
-                    f"starts{caveat}: `{prog()} worker --agent module:flow` (or "
-                    f"`{prog()} dev --agent module:flow`)",
+                    f"starts{caveat}: `{suggest('worker', raw='--agent module:flow')}` "
+                    f"(or `{suggest('dev', raw='--agent module:flow')}`)",
                 ),
                 soft_wrap=True,
             )
@@ -445,7 +446,9 @@ async def resolve(
         ),
         soft_wrap=True,
     )
-    render.say(out, f"follow the turn: {prog()} events {session_id} --follow", "dim")
+    render.say(
+        out, f"follow the turn: {suggest('events', session_id, '--follow')}", "dim"
+    )
     return 0
 
 
@@ -462,7 +465,7 @@ def _already(
         render.say(
             out,
             f"{interrupt_id} was already answered; nothing changed{unused} (how: "
-            f"`{prog()} events {session_id}`)",
+            f"`{suggest('events', session_id)}`)",
             "yellow",
         )
         return 0
@@ -508,7 +511,7 @@ async def _unknown(
     return CommandError(
         f"session {session_id!r} has no interrupt {interrupt_id!r}; "
         + (f"pending: {pending}" if pending else "it has no pending approvals")
-        + f"{source} (see `dex-agents show {session_id}`)"
+        + f"{source} (see `{suggest('show', session_id)}`)"
     )
 
 

@@ -28,6 +28,8 @@ from ..temporal import SessionClient
 from . import _render as render
 from ._complete import complete_session
 from ._context import (
+    SESSION_ID,
+    TEXT,
     Connection,
     Target,
     connect,
@@ -40,7 +42,7 @@ from ._context import (
     target_options,
     timeout_option,
 )
-from ._errors import BadArgumentError, CommandError, prog, run
+from ._errors import BadArgumentError, CommandError, run, suggest
 
 _CANCEL_HELP = """Stop a session's running turn, from any terminal (a Stop button).
 
@@ -66,11 +68,14 @@ _OPTIONS = {"reason": "--reason", "cancelled_by": "--as", "timeout": "--timeout"
 
 
 @click.command(help=_CANCEL_HELP)
-@click.argument("session_id", metavar="SESSION", shell_complete=complete_session)
+@click.argument(
+    "session_id", metavar="SESSION", type=SESSION_ID, shell_complete=complete_session
+)
 @click.option(
     "--reason",
     "-r",
     default="",
+    type=TEXT,
     help="Why: kept in the turn's error and its `turn_cancelled` event; the "
     "next turn's model reads it.",
 )
@@ -78,6 +83,7 @@ _OPTIONS = {"reason": "--reason", "cancelled_by": "--as", "timeout": "--timeout"
     "--as",
     "cancelled_by",
     metavar="NAME",
+    type=TEXT,
     help="Who stops it, recorded in the `turn_cancelled` event (`events`, the "
     "web page). [default: your OS user name]",
 )
@@ -214,8 +220,8 @@ def _report(
             Text.assemble(
                 ("■ ", "yellow"),
                 f"cancelling {name} of session {session_id}: it stops once the tool "
-                f"call in flight finishes and is recorded (follow it: `{prog()} "
-                f"events {session_id} --follow`)",
+                f"call in flight finishes and is recorded (follow it: "
+                f"`{suggest('events', session_id, '--follow')}`)",
             ),
             soft_wrap=True,
         )
@@ -242,5 +248,5 @@ def _report(
 def _ended(session_id: str, status: str) -> CommandError:
     return CommandError(
         f"session {session_id!r} has ended (its workflow is {status}), so no turn "
-        f"runs in it; its history: `{prog()} show {session_id}`"
+        f"runs in it; its history: `{suggest('show', session_id)}`"
     )

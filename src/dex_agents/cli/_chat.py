@@ -22,6 +22,7 @@ import json
 import math
 import os
 import select
+import shlex
 import sys
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ from ._context import (
     unreachable,
     worker_seen,
 )
-from ._errors import CommandError, command_words, translated_errors
+from ._errors import CommandError, command_words, suggest, translated_errors
 
 _QUIT = frozenset({"/quit", "/exit", "/q"})
 _HELP = (
@@ -156,7 +157,7 @@ class Chat:
         if info is not None and not info.running:
             raise CommandError(
                 f"session {session_id!r} has ended (its workflow is {info.status}); "
-                f"see its history with `dex-agents show {session_id}`"
+                f"see its history with `{suggest('show', session_id)}`"
             )
         if info is not None and flow is not None and info.flow_type != flow.flow_type:
             raise CommandError(
@@ -340,7 +341,7 @@ class Chat:
                     command_words(
                         f"no worker took the stop within {_STOP_TIMEOUT:g} s, so the "
                         "turn was not stopped; it goes on once a worker runs "
-                        "(`dex-agents worker --agent module:flow`)"
+                        f"(`{suggest('worker', raw='--agent module:flow')}`)"
                     ),
                     "yellow",
                 )
@@ -451,7 +452,7 @@ class Chat:
             progress.hint(
                 command_words(
                     f"no worker is serving flow {self.flow_type!r}; start one with "
-                    "`dex-agents worker --agent module:flow`"
+                    f"`{suggest('worker', raw='--agent module:flow')}`"
                 )
             )
 
@@ -1113,20 +1114,23 @@ def _goodbye(chat: Chat) -> None:
                 if chat.asking is not None and render.is_budget(chat.asking)
                 else ""
             )
+            answer = shlex.join([sid, intr])
             text = (
-                f"left with an approval waiting; answer it with `dex-agents chat {sid}` "
-                f"or `dex-agents approve|reject {sid} {intr}{limit}`"
+                "left with an approval waiting; answer it with "
+                f"`{suggest('chat', sid)}` or "
+                f"`{suggest(raw=f'approve|reject {answer}{limit}')}`"
             )
         case "running" if chat.stopping:
             text = (
                 "left while the turn stops; it ends cancelled in the worker. Come "
-                f"back with `dex-agents chat {sid}`"
+                f"back with `{suggest('chat', sid)}`"
             )
         case "running":
             text = (
                 "left while the turn runs; it continues in the worker. Come back "
-                f"with `dex-agents chat {sid}` (or stop it: `dex-agents cancel {sid}`)"
+                f"with `{suggest('chat', sid)}` (or stop it: "
+                f"`{suggest('cancel', sid)}`)"
             )
         case "idle":
-            text = f"bye; come back with `dex-agents chat {sid}`"
+            text = f"bye; come back with `{suggest('chat', sid)}`"
     render.say(chat.out, command_words(text), "dim")

@@ -22,7 +22,9 @@ import dataclasses
 import functools
 import getpass
 import json
+import math
 import os
+import shlex
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -44,7 +46,14 @@ from ..stores import RuntimeStore
 from ..stores._open import is_database_url, open_runtime_store, redacted_store
 from ..temporal import EngineConfig, open_engine
 from ..temporal._engine import resolve_state_dir
-from ._errors import DEBUG_ENV, CommandError, prog, unusable_path
+from ._errors import (
+    DEBUG_ENV,
+    BadArgumentError,
+    CommandError,
+    set_where_options,
+    suggest,
+    unusable_path,
+)
 
 _Command = TypeVar("_Command", bound=Callable[..., Any])
 
@@ -57,10 +66,13 @@ _POLLER_FRESHNESS = timedelta(seconds=90)
 """A worker re-polls at least once a minute (Temporal's long-poll limit), so a
 poller last seen longer ago than this has stopped."""
 
-START_HINT = (
-    "start one with `dex-agents dev --agent module:flow` (server and worker), or "
-    "pass `--address host:port` for a running cluster"
-)
+
+def start_hint() -> str:
+    """How to start a server, said when none runs (with the options given)."""
+    return (
+        f"start one with `{suggest('dev', raw='--agent module:flow')}` (server and "
+        "worker), or pass `--address host:port` for a running cluster"
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,6 +91,44 @@ def store_location(store: str | Path | None, directory: Path) -> str:
     if isinstance(store, str) and (is_database_url(store) or "://" in store):
         return store  # a URL stays as given: opening it refuses an unknown scheme
     return str(Path(store or directory / STORE_FILE).expanduser().resolve())
+
+
+def _typed(name: str) -> bool:
+    """Whether the user typed option `name` (not a default, not the environment).
+
+    An option from the environment is in that shell for the next command too.
+    """
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return False
+    return ctx.get_parameter_source(name) in (
+        click.core.ParameterSource.COMMANDLINE,
+        click.core.ParameterSource.PROMPT,
+    )
+
+
+def remember_where(
+    *, directory: Path, store: str | None, address: str | None, namespace: str
+) -> None:
+    """Remember the typed options that select where sessions live, non-default only.
+
+    Every command this one suggests (`_errors.suggest`) carries them, so a
+    suggestion pasted as is reaches the same sessions. The one place that
+    builds them: `target_options` commands and `dev` call it.
+    """
+    words: list[str] = []
+    default_dir = resolve_state_dir(None, create=False)
+    if _typed("state_dir") and directory != default_dir:
+        words += ["--state-dir", str(directory)]
+    if _typed("store") and store:
+        location = store_location(store, directory)
+        if location != store_location(None, directory):
+            words += ["--store", redacted_store(location)]
+    if _typed("address") and address:
+        words += ["--address", address]
+    if _typed("namespace") and namespace != "default":
+        words += ["--namespace", namespace]
+    set_where_options(words)
 
 
 def state_dir_option(help: str) -> Callable[[_Command], _Command]:
@@ -130,6 +180,9 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
         **kwargs: Any,
     ) -> Any:
         directory = resolve_state_dir(state_dir, create=False)
+        remember_where(
+            directory=directory, store=store, address=address, namespace=namespace
+        )
         target = Target(
             state_dir=directory,
             address=address.strip() if address and address.strip() else None,
@@ -141,15 +194,136 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+MIN_TIMEOUT = 0.1
+MAX_TIMEOUT = 86400.0
+"""The longest `--timeout`: a day. A wait longer than that is a mistake (`1e308`)."""
+MAX_ID_BYTES = 1000
+"""The longest session or interrupt ID, in UTF-8 bytes (Temporal's limit for IDs)."""
+
+
+def _bad(param: click.Parameter | None, value: object, why: str) -> BadArgumentError:
+    """The one-line error (exit 2) of a wrong option or argument, naming it."""
+    if param is None:
+        name = "argument"
+    elif isinstance(param, click.Option):
+        name = max(param.opts, key=len)
+    else:
+        name = param.human_readable_name
+    shown = value if isinstance(value, str) else str(value)
+    quoted = shlex.quote(shown.encode("utf-8", "backslashreplace").decode())
+    return BadArgumentError(f"bad `{name} {quoted}`: {why}")
+
+
+class _Seconds(click.ParamType):  # pyright: ignore[reportMissingTypeArgument]: click<8.5 is not generic
+    """`--timeout`: a finite number of seconds from `MIN_TIMEOUT` to `MAX_TIMEOUT`."""
+
+    name = "seconds"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        """The seconds, or a one-line error (exit 2)."""
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            seconds = float(value)
+        else:
+            try:
+                seconds = float(str(value))
+            except (ValueError, OverflowError):
+                seconds = math.nan
+        if not (math.isfinite(seconds) and MIN_TIMEOUT <= seconds <= MAX_TIMEOUT):
+            raise _bad(
+                param,
+                value,
+                f"the timeout must be a finite number of seconds from {MIN_TIMEOUT:g} "
+                f"to {MAX_TIMEOUT:g} (a day)",
+            )
+        return seconds
+
+
+SECONDS = _Seconds()
+
+
 def timeout_option(default: float, help: str) -> Callable[[_Command], _Command]:
-    """A command's `--timeout SECONDS` (at least 0.1), its default shown."""
+    """A command's `--timeout SECONDS` (0.1 to a day), its default shown."""
     return click.option(
         "--timeout",
-        type=click.FloatRange(min=0.1),
+        type=SECONDS,
         default=default,
         show_default=True,
-        help=help,
+        help=f"{help} From {MIN_TIMEOUT:g} to {MAX_TIMEOUT:g} (a day).",
     )
+
+
+class _Text(click.ParamType):  # pyright: ignore[reportMissingTypeArgument]: click<8.5 is not generic
+    """Text that can be stored: no lone surrogate, and for an ID, a bounded size.
+
+    A lone surrogate is a byte the terminal's encoding could not decode; an ID
+    is also not empty and at most `MAX_ID_BYTES`.
+    """
+
+    def __init__(self, name: str, *, what: str | None = None) -> None:
+        self.name = name
+        self._what = what
+        """What the ID is (for the errors); None for free text."""
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> str:
+        """The text, or a one-line error (exit 2) naming the argument."""
+        text = value if isinstance(value, str) else str(value)
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:
+            raise _bad(
+                param,
+                text,
+                "it holds a byte that is not UTF-8 text; pass valid text",
+            ) from None
+        if self._what is None:
+            return text
+        if not text:
+            raise _bad(param, text, f"{self._what} cannot be empty")
+        if size > MAX_ID_BYTES:
+            raise _bad(
+                param,
+                text[:40] + "...",
+                f"{self._what} is {size:,} bytes long, over the limit of "
+                f"{MAX_ID_BYTES} bytes",
+            )
+        return text
+
+
+class _Cursor(click.ParamType):  # pyright: ignore[reportMissingTypeArgument]: click<8.5 is not generic
+    """`events --after`: a cursor, a whole number from 0 to SQLite's largest."""
+
+    name = "cursor"
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> int:
+        """The cursor, or a one-line error (exit 2)."""
+        try:
+            cursor = int(value)
+        except (TypeError, ValueError):
+            cursor = -1
+        if not 0 <= cursor <= _MAX_CURSOR:
+            raise _bad(
+                param, value, f"a cursor is a whole number from 0 to {_MAX_CURSOR}"
+            )
+        return cursor
+
+
+_MAX_CURSOR = 2**63 - 1
+"""SQLite's largest integer."""
+CURSOR = _Cursor()
+
+
+SESSION_ID = _Text("session", what="a session ID")
+"""A session ID argument: non-empty, UTF-8 text, at most 1000 bytes."""
+INTERRUPT_ID = _Text("interrupt", what="an interrupt ID")
+"""An interrupt ID argument, as `SESSION_ID`."""
+TEXT = _Text("text")
+"""Free text (`--as`, `--message`, `--reason`): valid UTF-8."""
 
 
 def recorded_name(name: str | None) -> str | None:
@@ -204,13 +378,13 @@ async def _connect_dev_server(target: Target) -> Connection:
     if record is None:
         raise CommandError(
             f"no Temporal server is running for state directory "
-            f"{str(target.state_dir)!r}; {START_HINT}"
+            f"{str(target.state_dir)!r}; {start_hint()}"
         )
     address, pid, namespaces = record
     if not _pid_alive(pid):
         raise CommandError(
             f"the Temporal dev server of {str(target.state_dir)!r} (pid {pid}) has "
-            f"exited; {START_HINT}"
+            f"exited; {start_hint()}"
         )
     if target.namespace not in namespaces:
         raise CommandError(
@@ -233,16 +407,13 @@ async def _connect_dev_server(target: Target) -> Connection:
         address=address,
         namespace=target.namespace,
         where=f"dev server (pid {pid}, state dir {target.state_dir})",
-        restart_hint=dev_restart_hint(target.state_dir),
+        restart_hint=dev_restart_hint(),
     )
 
 
-def dev_restart_hint(state_dir: Path) -> str:
+def dev_restart_hint() -> str:
     """How to bring a state directory's dev server back, for outage lines."""
-    return (
-        f"start it again with `{prog()} dev --agent module:flow --state-dir "
-        f"{state_dir}`"
-    )
+    return f"start it again with `{suggest('dev', raw='--agent module:flow')}`"
 
 
 def quiet_temporal_logs() -> None:
@@ -367,10 +538,22 @@ async def open_store(target: Target, *, create: bool = False) -> RuntimeStore:
     except UserError as e:
         raise CommandError(str(e)) from e
     except (OSError, sqlite3.Error) as e:
-        unusable = unusable_path(e, redacted_store(target.store))
-        if unusable is None:
-            raise
-        raise CommandError(unusable) from e
+        raise store_error(e, target.store) from e
+
+
+def store_error(err: OSError | sqlite3.Error, store: str) -> Exception:
+    """The one-line error of a store that cannot be opened, or `err` itself.
+
+    A file that is not SQLite (`--store` naming another file) says so.
+    """
+    if isinstance(err, sqlite3.DatabaseError) and "not a database" in str(err):
+        return CommandError(
+            f"{redacted_store(store)!r} is not a dex-agents SQLite store (the file "
+            "is not an SQLite database); pass `--store` the runtime store's file, "
+            "or `--state-dir` the directory whose runtime.sqlite it is"
+        )
+    unusable = unusable_path(err, redacted_store(store))
+    return err if unusable is None else CommandError(unusable)
 
 
 def store_label(store: RuntimeStore) -> str:
@@ -461,7 +644,7 @@ def unknown_session(session_id: str, conn: Connection | None = None) -> CommandE
     where = f" on {conn.address} (namespace {conn.namespace})" if conn else ""
     return CommandError(
         f"unknown session {session_id!r}{where}; list sessions with "
-        "`dex-agents sessions`"
+        f"`{suggest('sessions')}`"
     )
 
 
@@ -491,8 +674,8 @@ def no_worker(flow_type: str, task_queue: str) -> CommandError:
     """The error for a session whose flow no worker serves."""
     return CommandError(
         f"no worker is serving flow {flow_type!r} (task queue {task_queue!r}); start "
-        "one with `dex-agents worker --agent module:flow` (or `dex-agents dev "
-        "--agent module:flow`) and try again"
+        f"one with `{suggest('worker', raw='--agent module:flow')}` (or "
+        f"`{suggest('dev', raw='--agent module:flow')}`) and try again"
     )
 
 

@@ -17,6 +17,8 @@ from .._errors import NoWorkerError, SessionBusyError
 from ..temporal import SessionClient
 from . import _render as render
 from ._context import (
+    SESSION_ID,
+    TEXT,
     Target,
     connect,
     known_session,
@@ -25,7 +27,7 @@ from ._context import (
     target_options,
     timeout_option,
 )
-from ._errors import CommandError, prog, run
+from ._errors import CommandError, run, suggest
 
 _END_HELP = """End a session: its workflow completes, and its history stays readable.
 
@@ -44,9 +46,13 @@ Examples:
 
 
 @click.command(help=_END_HELP)
-@click.argument("session_id", metavar="SESSION")
+@click.argument("session_id", metavar="SESSION", type=SESSION_ID)
 @click.option(
-    "--reason", "-r", default="", help="Why: kept in the `session_ended` event."
+    "--reason",
+    "-r",
+    default="",
+    type=TEXT,
+    help="Why: kept in the `session_ended` event.",
 )
 @click.option(
     "--force",
@@ -113,4 +119,4 @@ async def _end(
             f"({interrupt.tool_name})",
             "yellow",
         )
-    render.say(out, f"its history: {prog()} show {session_id}", "dim")
+    render.say(out, f"its history: {suggest('show', session_id)}", "dim")

@@ -20,11 +20,13 @@ import errno
 import gc
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import sys
 import traceback
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine, Generator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 
@@ -94,6 +96,34 @@ def prog(invoked: str | None = None) -> str:
         if found and Path(found).samefile(invoked):
             return _PROG
     return invoked
+
+
+_WHERE_OPTIONS: ContextVar[tuple[str, ...]] = ContextVar("where_options", default=())
+"""The options the running command was given that select where sessions live
+(`--state-dir`, `--store`, `--address`, `--namespace`), as argv words: every
+command it suggests carries them (set by `_context.remember_where`)."""
+
+
+def set_where_options(words: Sequence[str]) -> None:
+    """Remember the options that every suggested command carries (see `suggest`)."""
+    _WHERE_OPTIONS.set(tuple(words))
+
+
+def where_options() -> str:
+    """The remembered options, shell-quoted, with a leading space (or "")."""
+    words = _WHERE_OPTIONS.get()
+    return "".join(f" {shlex.quote(word)}" for word in words)
+
+
+def suggest(*args: str, raw: str = "") -> str:
+    """A command to type next: `dex-agents ARGS RAW OPTIONS`.
+
+    `args` (a subcommand, a session ID) are shell-quoted, so an ID with spaces
+    or quotes pastes as one word; `raw` is kept as written (placeholders such as
+    `--spend-limit USD`); the options that selected where sessions live come last.
+    """
+    words = " ".join(shlex.quote(arg) for arg in (prog(), *args))
+    return f"{words}{f' {raw}' if raw else ''}{where_options()}"
 
 
 def command_words(message: str) -> str:

@@ -30,7 +30,7 @@ from ..session._records import ToolRecord
 from ..session._state import Interrupt, TurnSummary
 from ..session._usage import Usage
 from ..temporal._snapshot import AgentSnapshot
-from ._errors import prog
+from ._errors import suggest
 from ._views import Pending, ShownCall
 
 _SNAPSHOT = TypeAdapter(AgentSnapshot)
@@ -417,24 +417,25 @@ def print_snapshot(
     for interrupt in snapshot.pending_interrupts:
         out.print()
         print_interrupt(out, interrupt)
-        command = f"{snapshot.session_id} {interrupt.interrupt_id}"
+        command = (snapshot.session_id, interrupt.interrupt_id)
         if is_budget(interrupt):
             spent = _usd(interrupt.arguments.get("spent_usd"))
             say(
                 out,
-                f"  approve: {prog()} approve {command} --spend-limit USD   (a new "
-                f"limit above the {spent} USD spent; the turn goes on)\n"
-                f"  decline: {prog()} reject {command}   (the turn fails: spend "
+                f"  approve: {suggest('approve', *command, raw='--spend-limit USD')}"
+                f"   (a new limit above the {spent} USD spent; the turn goes on)\n"
+                f"  decline: {suggest('reject', *command)}   (the turn fails: spend "
                 "limit reached)",
                 "dim",
             )
             continue
+        edit = f"--edit {edit_example(interrupt)}"
+        message = "--message '...'"
         say(
             out,
-            f"  approve: {prog()} approve {command}\n"
-            f"  edit:    {prog()} approve {command} --edit "
-            f"{edit_example(interrupt)}\n"
-            f"  reject:  {prog()} reject {command} --message '...'",
+            f"  approve: {suggest('approve', *command)}\n"
+            f"  edit:    {suggest('approve', *command, raw=edit)}\n"
+            f"  reject:  {suggest('reject', *command, raw=message)}",
             "dim",
         )
 

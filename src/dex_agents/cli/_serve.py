@@ -9,16 +9,30 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import shlex
 from pathlib import Path
 
 import click
 
 from ..web._app import create_app
 from ..web._server import serving
-from ..web._tokens import ROLES, Role, load_tokens, new_token, token_entry
+from ..web._tokens import (
+    ROLES,
+    Role,
+    TokenSet,
+    load_tokens,
+    new_token,
+    token_entry,
+)
 from ._agent_ref import load_flow
 from ._context import Target, connect, open_store, target_options
-from ._errors import BadArgumentError, release_engine_runtime, run
+from ._errors import (
+    BadArgumentError,
+    CommandError,
+    prog,
+    release_engine_runtime,
+    run,
+)
 
 _AGENT_HELP = (
     "A flow `POST /api/sessions` may start: `module:attr` or `path/to/file.py:attr` "
@@ -122,6 +136,11 @@ def serve(
 ) -> None:
     """The `dex-agents serve` command (see `_SERVE_HELP` for its help text)."""
     if new_token_name is not None:
+        if not new_token_name.strip():
+            raise BadArgumentError(
+                f"bad `--new-token {shlex.quote(new_token_name)}`: a token needs the "
+                "name of who holds it, e.g. `--new-token alice`"
+            )
         token = new_token()
         click.echo(f"token for {new_token_name!r} (shown once; give it to them):")
         click.echo(token)
@@ -139,7 +158,7 @@ def serve(
     async def serve_app() -> None:
         """Serve the app with these options until it is stopped."""
         flows = [load_flow(ref) for ref in agents]
-        tokens = load_tokens(tokens_file, env=os.environ)
+        tokens = _tokens(tokens_file, allow_anonymous_loopback)
         connection = await connect(target)
         store = await open_store(target)
         try:
@@ -178,3 +197,30 @@ def serve(
         pass
     finally:
         release_engine_runtime()
+
+
+def _tokens(path: Path | None, allow_anonymous_loopback: bool) -> TokenSet:
+    """The tokens `serve` accepts, or an error in its options' words.
+
+    Raises:
+        CommandError: the token file cannot be read, or there are no tokens and
+            anonymous loopback requests are not allowed.
+    """
+    if path is not None:
+        try:
+            path.read_text()
+        except OSError as err:
+            raise CommandError(
+                f"cannot read the token file {str(path)!r} (`--tokens-file`, or "
+                f"DEX_AGENTS_WEB_TOKENS_FILE): {err.strerror}; check the path, or make "
+                f"a token and its file entry with `{prog()} serve --new-token NAME`"
+            ) from err
+    tokens = load_tokens(path, env=os.environ)
+    if not len(tokens) and not allow_anonymous_loopback:
+        raise CommandError(
+            "no tokens, so the web app would refuse every request; pass "
+            "`--tokens-file FILE` (make a token and its entry with "
+            f"`{prog()} serve --new-token NAME`), set DEX_AGENTS_WEB_TOKENS, or, for "
+            "development on this machine, `--allow-anonymous-loopback`"
+        )
+    return tokens

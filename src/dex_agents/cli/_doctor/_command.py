@@ -32,7 +32,7 @@ from ...temporal._flow import AgentSessionFlow
 from .. import _render as render
 from .._agent_ref import load_flow
 from .._context import Target, target_options, timeout_option
-from .._errors import CommandError, prog, run
+from .._errors import CommandError, run, suggest
 from ._check import Check, guarded
 from ._claude_cli import check_cli, claude_modules, cli_choice
 from ._credentials import check_credentials
@@ -102,7 +102,7 @@ def doctor(
         names = ", ".join(c.name for c in failed)
         raise CommandError(
             f"{len(failed)} of {len(checks)} checks failed ({names}); each ✗ line "
-            f"says the fix, then run `{prog()} doctor` again"
+            f"says the fix, then run `{suggest('doctor')}` again"
         )
 
 

@@ -50,6 +50,13 @@ def _probe_sqlite(path: Path, timeout: float) -> Check:
             try:
                 _rolled_back_write(path, timeout)
             except (OSError, sqlite3.Error) as err:
+                if "not a database" in str(err):
+                    return failed(
+                        "it is not a dex-agents SQLite store (the file is not an "
+                        "SQLite database)",
+                        "pass `--store` the runtime store's file, or `--state-dir` "
+                        "the directory whose runtime.sqlite it is",
+                    )
                 return failed(
                     f"cannot write it: {os_reason(err)}",
                     f"fix the permissions of it and of {path.parent} (SQLite writes a "
