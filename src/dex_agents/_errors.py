@@ -29,6 +29,16 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+_SHOWN_CHARACTERS = 60
+
+
+def shown(value: object) -> str:
+    """A value for an error message: its type and a bounded repr."""
+    text = repr(value)
+    if len(text) > _SHOWN_CHARACTERS:
+        text = f"{text[: _SHOWN_CHARACTERS - 3]}..."
+    return f"{type(value).__name__} {text}"
+
 
 class DexAgentsError(Exception):
     """Base for every error this library raises."""

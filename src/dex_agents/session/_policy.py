@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, assert_never
 
-from .._errors import InvalidArgumentError
+from .._errors import InvalidArgumentError, shown
 
 ToolEffect = Literal["read", "idempotent_write", "non_idempotent_write", "unclassified"]
 """What a call does to the world; it decides the Step a deferred call runs in."""
@@ -16,16 +16,6 @@ TOOL_EFFECTS: tuple[ToolEffect, ...] = (
     "non_idempotent_write",
     "unclassified",
 )
-
-_SHOWN_CHARACTERS = 60
-
-
-def shown(value: object) -> str:
-    """A value for an error message: its type and a bounded repr."""
-    text = repr(value)
-    if len(text) > _SHOWN_CHARACTERS:
-        text = f"{text[: _SHOWN_CHARACTERS - 3]}..."
-    return f"{type(value).__name__} {text}"
 
 
 def check_effect(argument: str, value: object, *, owner: str) -> None:

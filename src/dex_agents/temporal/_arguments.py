@@ -30,7 +30,7 @@ from typing import Any, ClassVar, cast
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
-from .._errors import InvalidArgumentError
+from .._errors import InvalidArgumentError, shown
 from ..session._blob import BlobReference
 from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT
@@ -47,15 +47,6 @@ MAX_ID_BYTES = 1000
 """The longest session or interrupt ID, in UTF-8 bytes (Temporal's default for IDs)."""
 INVALID_ARGUMENT = "InvalidArgument"
 """The failure type of a validator's refusal of an argument; its detail names it."""
-_SHOWN_CHARACTERS = 60
-
-
-def shown(value: object) -> str:
-    """A value for an error message: its type and a bounded repr."""
-    text = repr(value)
-    if len(text) > _SHOWN_CHARACTERS:
-        text = f"{text[: _SHOWN_CHARACTERS - 3]}..."
-    return f"{type(value).__name__} {text}"
 
 
 def _must_be(
