@@ -67,3 +67,35 @@ async def test_approve_with_no_worker_is_recorded_and_the_write_runs_once(
     assert ledger.count("create_refund_started") == 1
     assert [e["order_id"] for e in ledger.entries("create_refund")] == ["3"]
     await store.close()
+
+
+async def test_an_edit_with_no_worker_is_not_recorded_and_never_applies(
+    engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
+    ledger = Ledger(tmp_path / "ledger.jsonl")
+    store_path = tmp_path / "runtime.sqlite"
+    store = await SQLiteRuntimeStore.open(store_path)
+    sessions = SessionClient(client, flow, store)
+    target = ["--state-dir", str(engine.state_dir), "--store", str(store_path)]
+    sid = f"edit-later-{uuid.uuid4().hex[:8]}"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message='call create_refund {"orderId": "3"}')
+        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+    iid = interrupt.interrupt_id
+
+    edit = '{"orderId": "4"}'
+    result = await invoke(
+        "approve", sid, iid, "--edit", edit, "--timeout", "1", *target
+    )
+    assert result.exit_code == 1, result.output
+    assert "nothing was recorded, and it will not apply later" in result.stderr
+    # The command to start a worker reaches this state directory when pasted.
+    assert f"worker --agent module:flow --state-dir {engine.state_dir}" in (
+        result.stderr
+    )
+    async with create_worker(client, [flow], store=store):
+        snap = await sessions.wait_for_idle(sid, timeout=30)
+        assert [i.interrupt_id for i in snap.pending_interrupts] == [iid]
+    assert ledger.count("create_refund_started") == 0
+    await store.close()

@@ -55,7 +55,6 @@ from ._errors import (
     BadArgumentError,
     CommandError,
     ConflictError,
-    prog,
     suggest,
 )
 from ._views import Pending
@@ -387,8 +386,9 @@ async def resolve(
                 raise CommandError(
                     f"no worker of flow {info.flow_type!r} took the edited approval "
                     f"of {interrupt_id} (session {session_id!r}); an edit needs a "
-                    "worker to check it, so nothing was recorded: start one "
-                    f"(`{prog()} worker --agent module:flow`) and approve again"
+                    "worker to check it, so nothing was recorded, and it will not "
+                    f"apply later: start one (`{suggest('worker', raw='--agent module:flow')}`) "
+                    "and approve again"
                 ) from None
             if err.superseded is not None:
                 verb = "approve" if verdict.approved else "reject"
