@@ -161,6 +161,15 @@ _PATCH_PRIME_PARK = "prime-park"
 
 Asked only when a park is held for the call, so runs without one replay unchanged.
 """
+_PATCH_REPUBLISH = "republish-while-idle"
+"""An idle session publishes again what a failed publish left (its finished turns).
+
+Asked only once a publish failed and the session is idle, so a history gets
+its marker (and its timers) only then.
+"""
+_REPUBLISH_FIRST = timedelta(seconds=5)
+_REPUBLISH_MOST = timedelta(minutes=5)
+"""The wait before an idle session publishes again, doubling from the first."""
 _PATCH_AT_START_2 = "patches-at-start-2"
 """`_PATCH_AT_START` again, for the patches after it that a turn's path asks.
 
@@ -388,7 +397,7 @@ class AgentSessionWorkflow:
                 start_to_close_timeout=timedelta(seconds=30),
                 retry_policy=RetryPolicy(maximum_attempts=3),
             )
-        except ActivityError as err:
+        except _LOCAL_ACTIVITY_FAILURES as err:
             raise ApplicationError(
                 f"the edit of interrupt {input.interrupt_id!r} could not be checked "
                 f"({_failure_text(err)}); nothing was resolved: send it again",
@@ -563,13 +572,7 @@ class AgentSessionWorkflow:
         if self.state.unpublished:
             await self._publish()  # turns a 0.1.x state carried, or a failed publish's
         while True:
-            await workflow.wait_condition(
-                lambda: (
-                    _turns.has_work(self.state)
-                    or self._continue_as_new_needed()
-                    or self.state.end_requested
-                )
-            )
+            await self._wait_for_work()
             if _turns.session_finished(self.state):
                 await self._finish()
                 return
@@ -581,6 +584,34 @@ class AgentSessionWorkflow:
                 if not self._patched_before_start(_PATCH_NO_START_PUBLISH):
                     await self._publish()
             await self._drive()
+
+    def _ready(self) -> bool:
+        return (
+            _turns.has_work(self.state)
+            or self._continue_as_new_needed()
+            or self.state.end_requested
+        )
+
+    async def _wait_for_work(self) -> None:
+        """Wait for work; meanwhile publish again what a failed publish left.
+
+        A finished turn whose publish failed (the store was down) is kept in the
+        state and shown live, but the store's history lacks it until a publish
+        succeeds: an idle session would otherwise never make one.
+        """
+        wait = _REPUBLISH_FIRST
+        while (
+            self.state.unpublished
+            and not self._ready()
+            and workflow.patched(_PATCH_REPUBLISH)
+        ):
+            try:
+                await workflow.wait_condition(self._ready, timeout=wait)
+                return
+            except TimeoutError:
+                await self._publish()
+                wait = min(wait * 2, _REPUBLISH_MOST)
+        await workflow.wait_condition(self._ready)
 
     async def _finish(self) -> None:
         """The ended session's last publish; the run completes once Updates answered."""
@@ -1007,7 +1038,7 @@ class AgentSessionWorkflow:
             self.state = replace(
                 self.state, unpublished=self.state.unpublished[published:]
             )
-        except ActivityError:
+        except _LOCAL_ACTIVITY_FAILURES:
             # The projection is a cache for clients; the workflow state stays the
             # truth, and unpublished turns go with the next publish.
             workflow.logger.warning(
@@ -1157,8 +1188,8 @@ def _failed_attempts(err: ActivityError, maximum: int) -> int:
     return 0
 
 
-def _failure_text(err: ActivityError) -> str:
-    cause: BaseException | None = err.cause
+def _failure_text(err: ActivityError | ApplicationError) -> str:
+    cause: BaseException | None = err.cause if isinstance(err, ActivityError) else err
     while (
         cause is not None
         and cause.__cause__ is not None
@@ -1172,6 +1203,15 @@ def _failure_text(err: ActivityError) -> str:
     ):
         return cause.message
     return str(cause) if cause is not None else str(err)
+
+
+_LOCAL_ACTIVITY_FAILURES = (ActivityError, ApplicationError)
+"""What a local activity that failed for good raises in workflow code.
+
+Its last attempt's failure arrives as it was raised (an `ApplicationError`),
+not wrapped in an `ActivityError` as a regular activity's is: caught as an
+`ActivityError` alone, a publish that failed three times failed the session.
+"""
 
 
 WORKFLOW_BUG_TYPES: tuple[type[Exception], ...] = (
