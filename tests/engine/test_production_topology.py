@@ -213,11 +213,17 @@ async def test_twenty_sessions_on_three_workers_survive_kills_and_a_postgres_res
         assert all(event.is_set() for event in chaos.done.values())
 
         # Every session finished, and holds each of its messages exactly once, in order.
+        # A turn whose publish met the Postgres restart reaches the store's history
+        # when its idle session publishes again (5 s later): wait for that.
         for n, seen in enumerate(conversations):
-            turns = [t async for t in sessions.history(f"topology-{n}")][::-1]
-            assert [(t.prompts, t.final_text) for t in turns] == [
-                ([p], a) for p, a in seen
-            ], n
+            expected = [([p], a) for p, a in seen]
+            async with asyncio.timeout(60):
+                while True:
+                    turns = [t async for t in sessions.history(f"topology-{n}")][::-1]
+                    if len(turns) >= len(expected):
+                        break
+                    await asyncio.sleep(0.5)
+            assert [(t.prompts, t.final_text) for t in turns] == expected, n
             assert all(t.status == "completed" for t in turns), n
             assert (await sessions.snapshot(f"topology-{n}")).status == "idle"
         # Every write ran exactly once; the killed Step's write ran on its retry.
