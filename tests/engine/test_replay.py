@@ -113,13 +113,16 @@ async def test_a_new_run_marks_its_patches_in_its_first_task(
 ) -> None:
     # Every scenario asks its patches (a tool Step's attempts, a turn's start, a
     # spent budget, a notified approval, an approval's events with its Step) on
-    # current code: the two at-start markers, in the first task, and no other.
+    # current code: the two at-start markers, in the first task, and no other
+    # but the idle start's publish (each scenario starts its session idle).
     for name, history in (
         await _scenario_histories(client, tmp_path, receiver)
     ).items():
-        assert patch_markers(history) == ["patches-at-start", "patches-at-start-2"], (
-            name
-        )
+        assert patch_markers(history) == [
+            "patches-at-start",
+            "patches-at-start-2",
+            "publish-idle-start",
+        ], name
         assert marked_in_first_task(history), name
 
 

@@ -180,6 +180,14 @@ before asks each where it applies. Never add to it: a later patch on a turn's
 path gets a marker of its own, or a new one of these.
 """
 _PATCHES_AT_START_2 = frozenset({_PATCH_APPROVAL_WITH_STEP, _PATCH_PRIME_PARK})
+_PATCH_PUBLISH_IDLE_START = "publish-idle-start"
+"""A session started with no message is published at once, so lists show it.
+
+Before, the store learned of a session at its first turn's end: one started
+idle (to wait for a person's first message) was missing from `dex-agents
+sessions` and the web app's lists until then. Asked only in a session's first
+run when it starts with no work, so other histories replay unchanged.
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -227,6 +235,8 @@ class AgentSessionWorkflow:
     """Whether the runner has `build_user_message_with_images`, fixed at flow creation."""
 
     def _setup(self, input: RunInput) -> None:
+        self._first_run = input.state is None
+        """The session's first run (not one continue-as-new started)."""
         self.state = _turns.starting_state(
             input.state, session_id=workflow.info().workflow_id
         )
@@ -571,6 +581,14 @@ class AgentSessionWorkflow:
     async def _run(self) -> None:
         if self.state.unpublished:
             await self._publish()  # turns a 0.1.x state carried, or a failed publish's
+        elif (
+            self._first_run
+            and not _turns.has_work(self.state)
+            and workflow.patched(_PATCH_PUBLISH_IDLE_START)
+        ):
+            # A start's Updates ran first (their handlers come before `run`):
+            # no work means no message came with the start.
+            await self._publish()
         while True:
             await self._wait_for_work()
             if _turns.session_finished(self.state):
