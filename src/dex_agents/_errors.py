@@ -107,6 +107,30 @@ class InvalidOptionError(UserError, TypeError):
     """
 
 
+def must_be(
+    argument: str,
+    what: str,
+    value: object,
+    fix: str = "",
+    *,
+    named: str = "",
+    error: type[InvalidArgumentError | InvalidOptionError] = InvalidArgumentError,
+) -> UserError:
+    """The refusal of `argument` holding `value` where it must be `what`; raise it.
+
+    Its message: "`argument` must be `what`, got `shown(value)`; `fix`", where
+    `named` replaces "`argument`" for a part of it (`` `tool_policies` keys ``)
+    or a qualified name. The error is `error`; an `InvalidArgumentError` also
+    carries `argument`.
+    """
+    message = f"{named or f'`{argument}`'} must be {what}, got {shown(value)}"
+    if fix:
+        message += f"; {fix}"
+    if issubclass(error, InvalidOptionError):
+        return error(message)
+    return error(argument, message)
+
+
 class _SessionRefused(UserError):
     """A refusal about session `session_id`: `message`, else the class's `_default`."""
 

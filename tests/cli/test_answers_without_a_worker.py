@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
-from dex_agents.testing import Ledger
-from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.temporal import EmbeddedEngine, create_worker
 from support.cli_harness import invoke
-from support.session_harness import ledger_config
+from support.session_harness import approval_without_worker
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
@@ -21,18 +17,10 @@ pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 async def test_approve_with_no_worker_is_recorded_and_the_write_runs_once(
     engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-
-    flow = ledger_flow(ledger_config(tmp_path, flow_type))
-    ledger = Ledger(tmp_path / "ledger.jsonl")
-    store_path = tmp_path / "runtime.sqlite"
-    store = await SQLiteRuntimeStore.open(store_path)
-    sessions = SessionClient(client, flow, store)
-    target = ["--state-dir", str(engine.state_dir), "--store", str(store_path)]
-    sid = f"answer-later-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message='call create_refund {"orderId": "3"}')
-        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
-    iid = interrupt.interrupt_id
+    flow, store, sessions, ledger, sid, iid = await approval_without_worker(
+        client, tmp_path, flow_type, "answer-later", order_id="3"
+    )
+    target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
 
     # The worker just stopped (Temporal still lists it): the answer waits its
     # timeout, then is recorded.
@@ -72,17 +60,10 @@ async def test_approve_with_no_worker_is_recorded_and_the_write_runs_once(
 async def test_an_edit_with_no_worker_is_not_recorded_and_never_applies(
     engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    flow = ledger_flow(ledger_config(tmp_path, flow_type))
-    ledger = Ledger(tmp_path / "ledger.jsonl")
-    store_path = tmp_path / "runtime.sqlite"
-    store = await SQLiteRuntimeStore.open(store_path)
-    sessions = SessionClient(client, flow, store)
-    target = ["--state-dir", str(engine.state_dir), "--store", str(store_path)]
-    sid = f"edit-later-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message='call create_refund {"orderId": "3"}')
-        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
-    iid = interrupt.interrupt_id
+    flow, store, sessions, ledger, sid, iid = await approval_without_worker(
+        client, tmp_path, flow_type, "edit-later", order_id="3"
+    )
+    target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
 
     edit = '{"orderId": "4"}'
     result = await invoke(

@@ -311,6 +311,53 @@ async def test_approve_with_a_spend_limit_continues_a_budget_paused_session(
     assert f"{iid} approved by ana: new spend limit 0.0100 USD" in printed.stdout
 
 
+async def test_a_spend_limit_answer_that_changes_nothing_says_so_and_exits_4(
+    budgeted: Budgeted,
+) -> None:
+    sid = f"cli-budget-again-{RUN}"
+    iid = await budgeted.paused(sid)
+    target = budgeted.target
+    ok = await invoke("approve", sid, iid, "--spend-limit", "0.01", *target)
+    assert ok.exit_code == 0, ok.output
+    await budgeted.sessions.wait_for_idle(sid)
+
+    # The same limit again is the same answer: exit 0, saying nothing changed.
+    same = await invoke("approve", sid, iid, "--spend-limit", "0.01", *target)
+    assert same.exit_code == 0, same.output
+    assert (
+        f"{iid} was already approved with a new spend limit of 0.0100 USD; nothing "
+        "changed"
+    ) in same.stdout
+    # Another limit, higher or not above the one set: it did not apply (exit 4).
+    for value in ("0.02", "0.001"):
+        other = await invoke("approve", sid, iid, "--spend-limit", value, *target)
+        assert_one_line_error(
+            other,
+            f"{iid} of session {sid!r} was already approved with a new spend limit "
+            f"of 0.0100 USD; this `--spend-limit {value}` was not applied, and "
+            "nothing changed",
+            f"`dex-agents show {sid} {shlex.join(target)}`",
+            exit_code=4,
+        )
+    snap = await budgeted.sessions.snapshot(sid)
+    assert snap.turns[-1].status == "completed"
+
+    declined_sid = f"cli-budget-declined-again-{RUN}"
+    declined = await budgeted.paused(declined_sid)
+    no = await invoke("reject", declined_sid, declined, "-m", "enough", *target)
+    assert no.exit_code == 0, no.output
+    await budgeted.sessions.wait_for_idle(declined_sid)
+    late = await invoke(
+        "approve", declined_sid, declined, "--spend-limit", "0.01", *target
+    )
+    assert_one_line_error(
+        late,
+        f"{declined} of session {declined_sid!r} was already declined (no new spend "
+        "limit: 'enough'); this approve changed nothing",
+        exit_code=4,
+    )
+
+
 async def test_reject_declines_a_new_limit_and_spend_limit_is_refused_for_a_tool_call(
     budgeted: Budgeted,
 ) -> None:

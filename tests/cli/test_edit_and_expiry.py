@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import shlex
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -88,14 +89,46 @@ async def test_approve_with_an_edit_runs_the_edited_input_and_show_names_the_edi
         '(the model asked for {"orderId": "7"})'
     ) in printed.stdout
 
-    # A repeat changes nothing and says so: this second edit is not applied.
-    again = await served.run("approve", sid, interrupt_id, "--edit", '{"orderId": "9"}')
-    assert again.exit_code == 0, again.output
+    # The same edit again changes nothing, and that is what was asked: exit 0.
+    same = await served.run("approve", sid, interrupt_id, "--edit", '{"orderId": "8"}')
+    assert same.exit_code == 0, same.output
     assert (
-        f"{interrupt_id} was already approved with an edit; nothing changed (this "
-        "edit was not applied)"
-    ) in again.stdout
+        f'{interrupt_id} was already approved with an edit {{"orderId": "8"}}; '
+        "nothing changed"
+    ) in same.stdout
+    # Another edit did not apply: it fails (exit 4), naming the edit that ran.
+    again = await served.run("approve", sid, interrupt_id, "--edit", '{"orderId": "9"}')
+    assert_one_line_error(
+        again,
+        f"{interrupt_id} of session {sid!r} was already approved with an earlier "
+        'edit {"orderId": "8"}; this edit {"orderId": "9"} was not applied',
+        exit_code=4,
+    )
     assert served.ledger.count("create_refund") == 1
+
+
+async def test_an_edit_after_an_approval_with_the_models_input_exits_4(
+    served: Served,
+) -> None:
+    sid, interrupt_id = await _waiting_for_refund(served, order="41")
+    approved = await served.run("approve", sid, interrupt_id)
+    assert approved.exit_code == 0, approved.output
+    await served.sessions.wait_for_idle(sid)
+
+    late = await served.run("approve", sid, interrupt_id, "--edit", '{"orderId": "42"}')
+    assert_one_line_error(
+        late,
+        f"{interrupt_id} of session {sid!r} was already approved with its original "
+        """input (the model's); this edit {"orderId": "42"} was not applied, and """
+        "nothing changed",
+        f"`dex-agents show {sid} {shlex.join(served.target)}`",
+        exit_code=4,
+    )
+    # A plain approval again is the same answer: nothing to report but that.
+    again = await served.run("approve", sid, interrupt_id)
+    assert again.exit_code == 0, again.output
+    assert f"{interrupt_id} was already approved; nothing changed" in again.stdout
+    assert [e["order_id"] for e in served.ledger.entries("create_refund")] == ["41"]
 
 
 async def test_a_refused_edit_names_the_field_and_the_call_still_waits(

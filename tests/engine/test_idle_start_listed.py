@@ -32,7 +32,7 @@ async def test_a_session_started_idle_is_listed_when_start_returns(
         await sessions.start(idle)
         # No wait: `start` returns once the first workflow task is done, and
         # the projection is written in it.
-        listed = {s["session_id"]: s for s in await store.list_snapshots()}
+        listed = {str(s["session_id"]): s for s in await store.list_snapshots()}
         assert idle in listed, sorted(listed)
         assert listed[idle]["status"] == "idle"
         assert listed[idle]["flow_type"] == flow_type

@@ -23,22 +23,19 @@ from dex_agents.temporal import SessionClient, create_worker
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import ledger_flow
 from support.gates import gate_reached, open_gate
-from support.session_harness import ledger_config, ledger_session
+from support.session_harness import (
+    approval_without_worker,
+    ledger_config,
+    ledger_session,
+)
 
 
 async def test_a_resolution_with_no_worker_is_recorded_and_applies_once(
     client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = ledger_config(tmp_path, flow_type)
-    flow = ledger_flow(config)
-    ledger = Ledger(config.ledger_path)
-    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
-    sessions = SessionClient(client, flow, store)
-    sid = f"no-worker-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message='call create_refund {"orderId": "5"}')
-        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
-    iid = interrupt.interrupt_id
+    flow, store, sessions, ledger, sid, iid = await approval_without_worker(
+        client, tmp_path, flow_type, "no-worker", order_id="5"
+    )
 
     # Without `timeout=`, the Update waits for a worker; the caller's own deadline
     # cancels it as any await (temporalio alone raises its own error instead).

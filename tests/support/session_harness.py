@@ -77,6 +77,38 @@ def ledger_session(
     return LedgerSession(config, flow, store, SessionClient(client, flow, store))
 
 
+class ApprovalWithoutWorker(NamedTuple):
+    """A ledger session that waits on one approval, and no worker running."""
+
+    flow: AgentSessionFlow
+    store: SQLiteRuntimeStore
+    sessions: SessionClient
+    ledger: Ledger
+    sid: str
+    interrupt_id: str
+
+
+async def approval_without_worker(
+    client: Client, tmp_path: Path, flow_type: str, prefix: str, *, order_id: str
+) -> ApprovalWithoutWorker:
+    """Start session `prefix-…` that asks approval to refund `order_id`, then stop its worker.
+
+    The worker stops once the session waits, so Temporal may still list it for
+    a while. The store is `tmp_path / "runtime.sqlite"`; the caller closes it.
+    """
+    config, flow, store, sessions = ledger_session(client, tmp_path, flow_type)
+    sid = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(
+            sid, initial_message=f'call create_refund {{"orderId": "{order_id}"}}'
+        )
+        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+    ledger = Ledger(config.ledger_path)
+    return ApprovalWithoutWorker(
+        flow, store, sessions, ledger, sid, interrupt.interrupt_id
+    )
+
+
 @dataclass(frozen=True)
 class InProcessWorker:
     """A flow served by a worker in the test process, on its own SQLite store."""

@@ -97,7 +97,8 @@ async def test_sessions_list_pages(rig: WebRig) -> None:
 
 
 async def test_images_by_reference_reach_the_session(rig: WebRig) -> None:
-    # The scripted runner has no media store: the session refuses images, as queued=False.
+    # The scripted runner has no media store: images are 422 `images_not_supported`
+    # (tests/web/test_images_and_bodies.py has the rest).
     sid = rig.session_id("api-images")
     await rig.sessions.start(sid, initial_message="say first")
     await rig.sessions.wait_for_idle(sid)
@@ -107,7 +108,7 @@ async def test_images_by_reference_reach_the_session(rig: WebRig) -> None:
         json={"text": "look", "images": [image]},
         headers=bearer("chat"),
     )
-    assert (sent.status_code, sent.json()) == (202, {"queued": False})
+    assert error_of(sent) == (422, "images_not_supported")
     bad = await rig.http.post(
         f"/api/sessions/{sid}/messages",
         json={"text": "look", "images": [{**image, "sha256": "nothex"}]},

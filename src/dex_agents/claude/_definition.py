@@ -10,9 +10,9 @@ from typing import Any, TypeAlias, cast
 
 from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool
 
-from .._errors import InvalidOptionError
+from .._errors import InvalidOptionError, shown
 from ..session import RunModelContext, ToolPolicy
-from ..session._policy import shown
+from ..session._options import check_tool_policies
 from ..session._tool_sources import ToolSource, check_tool_source_names
 from ..stores import MediaStore
 from ._tools import CLAUDE_CODE_TOOL_NAMES, check_custom_tools
@@ -141,7 +141,13 @@ def _check_fields(agent: ClaudeAgentDefinition) -> None:
             f"got {shown(tools)}; use custom_tools=[lookup_order], or leave it out "
             "for none"
         )
-    _check_policies(cast(object, agent.tool_policies))
+    check_tool_policies(
+        cast(object, agent.tool_policies),
+        fix='use tool_policies={"lookup_order": ToolPolicy(effect="read")}',
+        entry_fix='use ToolPolicy(effect="read") (or another effect), not a bare '
+        "effect name",
+        error=InvalidOptionError,
+    )
     server = cast(object, agent.custom_tool_server_name)
     if not isinstance(server, str) or not _SERVER_NAME.match(server):
         raise InvalidOptionError(
@@ -175,29 +181,3 @@ def _check_fields(agent: ClaudeAgentDefinition) -> None:
             "`tool_source_listing_timeout` must be a positive datetime.timedelta, "
             f"got {shown(timeout)}; use timedelta(seconds=10)"
         )
-
-
-def _check_policies(policies: object) -> None:
-    """Refuse `tool_policies` unless it maps non-empty tool names to `ToolPolicy`.
-
-    Raises:
-        InvalidOptionError: It is not a mapping, or a key or value is not.
-    """
-    fix = 'use tool_policies={"lookup_order": ToolPolicy(effect="read")}'
-    if not isinstance(policies, Mapping):
-        raise InvalidOptionError(
-            "`tool_policies` must be a dict of tool names to ToolPolicy, got "
-            f"{shown(policies)}; {fix}"
-        )
-    for name, policy in cast("Mapping[object, object]", policies).items():
-        if not isinstance(name, str) or not name:
-            raise InvalidOptionError(
-                "`tool_policies` keys must be non-empty tool names (str), got "
-                f"{shown(name)}; {fix}"
-            )
-        if not isinstance(policy, ToolPolicy):
-            raise InvalidOptionError(
-                f"`tool_policies[{name!r}]` must be a ToolPolicy, got "
-                f'{shown(policy)}; use ToolPolicy(effect="read") (or another '
-                "effect), not a bare effect name"
-            )

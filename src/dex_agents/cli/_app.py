@@ -83,6 +83,7 @@ from ._context import (
 )
 from ._demo import DemoFailed, run_demo
 from ._doctor import doctor
+from ._doctor._credentials import credentials_warning
 from ._end import end
 from ._errors import (
     BadArgumentError,
@@ -466,12 +467,23 @@ async def _worker(
     flows: list[AgentSessionFlow], refs: list[str], target: Target
 ) -> None:
     out = render.console()
+    warning = await credentials_warning()
     async with render.Progress(out, "connecting to Temporal"):
         conn = await connect(target)
     store = await open_store(target, create=True)
     try:
         watch = functools.partial(_watch_connection, conn, out)
-        await _serve("worker", conn, flows, store, refs, [], out, watch=watch)
+        await _serve(
+            "worker",
+            conn,
+            flows,
+            store,
+            refs,
+            [],
+            out,
+            watch=watch,
+            warnings=[warning] if warning else [],
+        )
     finally:
         await store.close()
     out.print(Text("stopped", style="bold"))
@@ -487,11 +499,13 @@ async def _serve(
     out: Console,
     *,
     watch: Callable[[], Coroutine[Any, Any, None]],
+    warnings: Sequence[str] = (),
 ) -> None:
     """Run one worker per task queue until Ctrl-C or SIGTERM, then stop them.
 
     `watch` runs alongside (it keeps the server, or reports outages) and is
-    stopped first; if it raises, serving ends with its error.
+    stopped first; if it raises, serving ends with its error. `warnings` are
+    lines printed below the banner (each one line, in yellow).
     """
     by_queue: dict[str, list[AgentSessionFlow]] = {}
     for flow in flows:
@@ -509,6 +523,8 @@ async def _serve(
             ),
         ],
     )
+    for warning in warnings:
+        render.say(out, warning, "yellow")
     if not flows:
         render.say(
             out,
@@ -833,10 +849,11 @@ _AS_OPTION = click.option(
 
 _RESOLVE_EXIT = """
 \b
-Exit codes: 0 done (or already answered the same way), 1 an error (the
-message says what to do), 2 a wrong argument (nothing was sent), 3
-recorded: no worker took it now, it applies when one starts, 4 already
-answered the other way (nothing changed).
+Exit codes: 0 done (or already answered the same way, with the same edit
+or spend limit), 1 an error (the message says what to do), 2 a wrong
+argument (nothing was sent), 3 recorded: no worker took it now, it applies
+when one starts, 4 already answered another way (the other way, or approved
+with another input or spend limit): nothing changed.
 """
 
 

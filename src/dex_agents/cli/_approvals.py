@@ -26,19 +26,22 @@ from rich.text import Text
 from temporalio.service import RPCError
 
 from .._errors import (
+    DexAgentsError,
     EngineError,
     InvalidArgumentError,
     InvalidEditError,
     NoWorkerError,
     UnknownInterruptError,
 )
+from ..session._blob import BlobReference
 from ..session._events import parsed_time
 from ..session._json import JsonObject
 from ..session._state import Interrupt
 from ..stores import RuntimeStore
 from ..stores._open import redacted_store
 from ..temporal import SessionClient
-from ..temporal._client import with_recent_turns
+from ..temporal._activities import read_arguments
+from ..temporal._client import recorded_resolution, with_recent_turns
 from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
 from ._context import (
@@ -77,6 +80,14 @@ class Answer:
     """Its deadline answered it (its call's `tool_call_finished` says `expired`)."""
     edited: bool = False
     """It was approved with an edited input."""
+    edited_arguments: JsonObject | None = None
+    """The edited input it was approved with, when the event carries it whole."""
+    edited_arguments_ref: BlobReference | None = None
+    """Where the runtime store keeps that input, when it is long."""
+    new_spend_limit: float | None = None
+    """The new limit a spend-limit interrupt was approved with (USD)."""
+    budget: bool = False
+    """It asked for a new spend limit (its `interrupt_created` says kind `budget`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -106,7 +117,7 @@ async def logged(store: RuntimeStore, session_id: str, interrupt_id: str) -> Log
     """Whether the session's event log has the interrupt, and its answer if any."""
     call_id: object = None
     answer: Answer | None = None
-    created = expired = False
+    created = expired = budget = False
     after = 0
     while batch := await store.read_events(session_id, after=after):
         for event in batch:
@@ -119,17 +130,56 @@ async def logged(store: RuntimeStore, session_id: str, interrupt_id: str) -> Log
                 continue
             elif event.type == "interrupt_created":
                 created, call_id = True, data.get("tool_call_id")
+                budget = data.get("kind") == "budget"
             elif event.type == "interrupt_resolved":
-                message = data.get("rejection_message")
-                answer = Answer(
-                    approved=bool(data.get("approved")),
-                    rejection_message=message if isinstance(message, str) else None,
-                    expired=bool(data.get("expired")),
-                    edited="edited_arguments" in data or "edited_arguments_ref" in data,
-                )
-    if answer is not None and expired:
-        answer = replace(answer, expired=True)
+                answer = _answer_of(data)
+    if answer is not None:
+        answer = replace(answer, expired=answer.expired or expired, budget=budget)
     return Logged(created=created, answer=answer)
+
+
+def _answer_of(data: JsonObject) -> Answer:
+    """The answer an `interrupt_resolved` event's data says."""
+    message = data.get("rejection_message")
+    edited = data.get("edited_arguments")
+    ref = data.get("edited_arguments_ref")
+    limit = data.get("new_spend_limit")
+    return Answer(
+        approved=bool(data.get("approved")),
+        rejection_message=message if isinstance(message, str) else None,
+        expired=bool(data.get("expired")),
+        edited="edited_arguments" in data or "edited_arguments_ref" in data,
+        edited_arguments=cast(JsonObject, edited) if isinstance(edited, dict) else None,
+        edited_arguments_ref=_blob_reference(ref),
+        new_spend_limit=float(limit)
+        if isinstance(limit, int | float) and not isinstance(limit, bool)
+        else None,
+    )
+
+
+def _blob_reference(value: object) -> BlobReference | None:
+    """The blob reference an event's data holds, or None if it holds none."""
+    if not isinstance(value, dict):
+        return None
+    ref = cast(JsonObject, value)
+    blob_id, size, sha256 = ref.get("blob_id"), ref.get("size"), ref.get("sha256")
+    if isinstance(blob_id, str) and isinstance(size, int) and isinstance(sha256, str):
+        return BlobReference(blob_id=blob_id, size=size, sha256=sha256)
+    return None
+
+
+async def _edited_input(
+    store: RuntimeStore | None, session_id: str, answer: Answer
+) -> JsonObject | None:
+    """The edited input `answer` approved, read back whole; None if it cannot be read."""
+    if answer.edited_arguments_ref is None:
+        return answer.edited_arguments
+    if store is None:
+        return None
+    try:
+        return await read_arguments(store, session_id, answer.edited_arguments_ref)
+    except (DexAgentsError, ValueError):
+        return None  # missing or changed: it cannot be the same edit, as far as known
 
 
 async def _answer_when_logged(
@@ -323,8 +373,9 @@ async def resolve(
         CommandError: no such session or interrupt, or it has ended; a refused
             edit (the call still waits), or an edit that no worker took.
         BadArgumentError: an edit the library refuses before sending it.
-        ConflictError: the call was already answered the other way, or such an
-            answer is recorded for when a worker starts.
+        ConflictError: the call was already answered the other way, or
+            approved with another edit or spend limit than `verdict`'s, or such
+            an answer is recorded for when a worker starts (nothing changed).
     """
     out = render.console()
     conn = await connect(target)
@@ -335,7 +386,9 @@ async def resolve(
         if not seen and store is not None:
             known = await logged(store, session_id, interrupt_id)
             if known.answer is not None:
-                return _already(out, session_id, interrupt_id, verdict, known.answer)
+                return await _already(
+                    out, store, session_id, interrupt_id, verdict, known.answer
+                )
             if not known.created and await store.get_snapshot(session_id):
                 raise await _unknown(conn, store, session_id, interrupt_id, live=False)
         interrupt = await _pending_interrupt(
@@ -381,7 +434,9 @@ async def resolve(
             log = await logged(store, session_id, interrupt_id) if store else None
             if log is not None and log.answer is not None:
                 # Answered before the worker stopped: what was recorded changes nothing.
-                return _already(out, session_id, interrupt_id, verdict, log.answer)
+                return await _already(
+                    out, store, session_id, interrupt_id, verdict, log.answer
+                )
             if verdict.edited_input is not None:
                 raise CommandError(
                     f"no worker of flow {info.flow_type!r} took the edited approval "
@@ -397,6 +452,10 @@ async def resolve(
                     "already recorded and applies first when a worker starts; this "
                     f"{verb} was not recorded"
                 ) from None
+            if verdict.new_spend_limit is not None:
+                await _refuse_another_recorded_limit(
+                    conn, session_id, interrupt_id, verdict.new_spend_limit
+                )
             known = log is not None and log.created
             done = "approval" if verdict.approved else "rejection"
             caveat = (
@@ -421,7 +480,7 @@ async def resolve(
             raise await _unknown(conn, store, session_id, interrupt_id) from None
         if not changed:
             answer = await _answer_when_logged(store, session_id, interrupt_id)
-            return _already(out, session_id, interrupt_id, verdict, answer)
+            return await _already(out, store, session_id, interrupt_id, verdict, answer)
     finally:
         if store is not None:
             await store.close()
@@ -452,14 +511,46 @@ async def resolve(
     return 0
 
 
-def _already(
+async def _refuse_another_recorded_limit(
+    conn: Connection, session_id: str, interrupt_id: str, limit: float
+) -> None:
+    """Refuse a new limit when another one is recorded for the interrupt (exit 4).
+
+    With no worker, the first recorded answer of an interrupt is the one that
+    applies: a second approval with another limit was not recorded.
+
+    Raises:
+        ConflictError: an approval with another limit is recorded first.
+    """
+    earlier = await recorded_resolution(conn.client, session_id, interrupt_id)
+    if earlier is None or not earlier.approved or earlier.new_spend_limit == limit:
+        return
+    first = earlier.new_spend_limit
+    with_limit = (
+        f" with a new spend limit of {first:.4f} USD" if first is not None else ""
+    )
+    raise ConflictError(
+        f"an approval of {interrupt_id} (session {session_id!r}){with_limit} is "
+        f"already recorded and applies first when a worker starts; this "
+        f"`--spend-limit {limit:g}` was not recorded, and nothing changed (start a "
+        f"worker: `{suggest('worker', raw='--agent module:flow')}`; if the session "
+        "reaches that limit too, answer its next spend-limit approval)"
+    )
+
+
+async def _already(
     out: Console,
+    store: RuntimeStore | None,
     session_id: str,
     interrupt_id: str,
     verdict: Verdict,
     answer: Answer | None,
 ) -> int:
-    """Say how an interrupt was answered before; fail if it was the other way."""
+    """Say how an interrupt was answered before: 0 the same way, else fail (exit 4).
+
+    An approval with `--edit` or `--spend-limit` is the same only when the call
+    was approved with that very input or limit; otherwise it was not applied.
+    """
     unused = " (this edit was not applied)" if verdict.edited_input is not None else ""
     if answer is None:
         render.say(
@@ -469,23 +560,69 @@ def _already(
             "yellow",
         )
         return 0
-    way = "approved with an edit" if answer.edited else "approved"
-    if answer.expired:
-        way = "expired: no approval before the deadline"
-    elif not answer.approved:
-        way = "rejected"
-        if answer.rejection_message:
-            way = f"rejected ({answer.rejection_message!r})"
+    edited = await _edited_input(store, session_id, answer) if answer.edited else None
+    way = _way(answer, edited)
+    if answer.approved == verdict.approved and not answer.expired:
+        not_applied = _not_applied(verdict, answer, edited)
+        if not_applied is not None:
+            if verdict.edited_input is not None and not answer.budget:
+                way = _approved_input(answer, edited)
+            raise ConflictError(
+                f"{interrupt_id} of session {session_id!r} was already {way}; "
+                f"{not_applied} was not applied, and nothing changed (see "
+                f"`{suggest('show', session_id)}`)"
+            )
     if answer.approved == verdict.approved:
-        render.say(
-            out, f"{interrupt_id} was already {way}; nothing changed{unused}", "yellow"
-        )
+        render.say(out, f"{interrupt_id} was already {way}; nothing changed", "yellow")
         return 0
     verb = "approve" if verdict.approved else "reject"
     raise ConflictError(
         f"{interrupt_id} of session {session_id!r} was already {way}; this {verb} "
         "changed nothing"
     )
+
+
+def _way(answer: Answer, edited: JsonObject | None) -> str:
+    """How an interrupt was answered, as `was already ...` ends."""
+    if answer.expired:
+        return "expired: no approval before the deadline"
+    message = answer.rejection_message
+    if not answer.approved and answer.budget:
+        return f"declined (no new spend limit{f': {message!r}' if message else ''})"
+    if not answer.approved:
+        return f"rejected ({message!r})" if message else "rejected"
+    if answer.new_spend_limit is not None:
+        return f"approved with a new spend limit of {answer.new_spend_limit:.4f} USD"
+    if answer.edited:
+        shown = f" {render.input_summary(edited)}" if edited is not None else ""
+        return f"approved with an edit{shown}"
+    return "approved"
+
+
+def _approved_input(answer: Answer, edited: JsonObject | None) -> str:
+    """What an approved call ran with: an earlier edit (`edited`, when read), else its own input."""
+    if not answer.edited:
+        return "approved with its original input (the model's)"
+    shown = f" {render.input_summary(edited)}" if edited is not None else ""
+    return f"approved with an earlier edit{shown}"
+
+
+def _not_applied(
+    verdict: Verdict, answer: Answer, edited: JsonObject | None
+) -> str | None:
+    """What of an approval that came after another did not apply; None: all of it did.
+
+    An edit applied only if the call ran with that very input, and a new spend
+    limit only if it is the one the interrupt was approved with.
+    """
+    if verdict.edited_input is not None and (
+        not answer.edited or edited != verdict.edited_input
+    ):
+        return f"this edit {render.input_summary(verdict.edited_input)}"
+    limit = verdict.new_spend_limit
+    if limit is not None and answer.new_spend_limit != limit:
+        return f"this `--spend-limit {limit:g}`"
+    return None
 
 
 async def _unknown(

@@ -9,7 +9,7 @@ Exit codes (the README's table): 0 done; 1 an error the message says how to
 fix (also a reader that left, as `| head` does: then silently); 2 a wrong
 argument; 3 an answer recorded for when a worker starts (no worker took it
 now); 4 an answer that came too late (the call was already answered the
-other way).
+other way, or approved with another edit or spend limit than this one).
 """
 
 from __future__ import annotations
@@ -42,7 +42,8 @@ EXIT_RECORDED = 3
 """`approve`/`reject`: no worker took the answer now; it is recorded and applies
 when one starts."""
 EXIT_CONFLICT = 4
-"""`approve`/`reject`: the call was already answered the other way."""
+"""`approve`/`reject`: the call was already answered another way (the other way,
+or approved with another edit or spend limit): this answer changed nothing."""
 _T = TypeVar("_T")
 _PROG = "dex-agents"
 _LIBRARY_WORDS = {
@@ -75,7 +76,10 @@ class BadArgumentError(CommandError):
 
 
 class ConflictError(CommandError):
-    """An answer to an approval that was already answered the other way (exit code 4)."""
+    """An answer to an approval already answered another way (exit code 4).
+
+    The other way, or approved with another edit or spend limit than this one.
+    """
 
     exit_code = EXIT_CONFLICT
 

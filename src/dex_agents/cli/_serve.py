@@ -7,7 +7,6 @@ NAME` makes a token and prints the entry for the token file instead.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import shlex
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import click
 
 from ..web._app import create_app
+from ..web._auth import is_loopback_name
 from ..web._server import serving
 from ..web._tokens import (
     ROLES,
@@ -38,15 +38,6 @@ _AGENT_HELP = (
     "A flow `POST /api/sessions` may start: `module:attr` or `path/to/file.py:attr` "
     "(repeat for several). Without it the app serves existing sessions only."
 )
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 _SERVE_HELP = """Serve the sessions' HTTP + SSE API and the approval inbox (uvicorn).
@@ -149,7 +140,7 @@ def serve(
             token_entry(new_token_name, list(roles) or ["read"], token), nl=False
         )
         return
-    if allow_anonymous_loopback and not _loopback(host):
+    if allow_anonymous_loopback and not is_loopback_name(host):
         raise BadArgumentError(
             f"--allow-anonymous-loopback needs a loopback --host, not {host!r}: "
             "anyone who reaches the port would be admin; use a token file instead"

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeAlias, cast
 
-from .._errors import InvalidArgumentError
+from .._errors import InvalidArgumentError, InvalidOptionError, must_be, shown
 from ._notification import InterruptNotification
-from ._policy import TOOL_EFFECTS, ToolEffect, ToolPolicy, check_effect, shown
+from ._policy import TOOL_EFFECTS, ToolEffect, ToolPolicy, check_effect
 
 InterruptNotifier: TypeAlias = Callable[[InterruptNotification], Awaitable[None]]
 """Tells someone that an approval waits (`dex_agents.notify.WebhookNotifier`, or your own)."""
@@ -80,7 +80,7 @@ class AgentSessionOptions:
     a deferral beyond it resumes cold. 0 parks none."""
 
     def __post_init__(self) -> None:
-        _check_policies(self.tool_policies)
+        check_tool_policies(self.tool_policies)
         check_effect(
             "default_tool_effect", self.default_tool_effect, owner="AgentSessionOptions"
         )
@@ -103,11 +103,11 @@ class AgentSessionOptions:
                 fix="or None to continue as new only when Temporal suggests it",
             )
         if self.on_interrupt is not None and not callable(self.on_interrupt):
-            raise InvalidArgumentError(
+            raise must_be(
                 "on_interrupt",
-                "`on_interrupt` must be an async callable that takes an "
-                f"InterruptNotification, got {shown(self.on_interrupt)}; use "
-                "on_interrupt=WebhookNotifier(url) (dex_agents.notify), or None",
+                "an async callable that takes an InterruptNotification",
+                self.on_interrupt,
+                "use on_interrupt=WebhookNotifier(url) (dex_agents.notify), or None",
             )
         _duration("interrupt_reminder", self.interrupt_reminder, "send no reminders")
         _count(
@@ -167,14 +167,10 @@ def _duration(
         if _positive_number(value):
             fix = f"timedelta(seconds={value!r}) if you meant seconds"
         expected = "a datetime.timedelta" + (" or None" if none_does else "")
-        raise InvalidArgumentError(
-            name, f"`{name}` must be {expected}, got {shown(value)}; use {fix}"
-        )
+        raise must_be(name, expected, value, f"use {fix}")
     if value < timedelta(0) or (value == timedelta(0) and zero is None):
         expected = "positive" if zero is None else "zero or more"
-        raise InvalidArgumentError(
-            name, f"`{name}` must be {expected}, got {shown(value)}; use {fix}"
-        )
+        raise must_be(name, expected, value, f"use {fix}")
 
 
 _EXAMPLE_DURATION = {
@@ -211,10 +207,11 @@ def _count(
     """
     if isinstance(value, int) and not isinstance(value, bool) and value >= minimum:
         return
-    raise InvalidArgumentError(
+    raise must_be(
         name,
-        f"`{name}` must be a whole number (int) of at least {minimum}, got "
-        f"{shown(value)}; use {name}={example}{f', {fix}' if fix else ''}",
+        f"a whole number (int) of at least {minimum}",
+        value,
+        f"use {name}={example}{f', {fix}' if fix else ''}",
     )
 
 
@@ -232,34 +229,51 @@ def _spend_limit(value: object) -> None:
         or not math.isfinite(value)
         or value <= 0
     ):
-        raise InvalidArgumentError(
+        raise must_be(
             "spend_limit",
-            "`spend_limit` must be a positive, finite number of USD (an int or "
-            f"float), got {shown(value)}; use spend_limit=5.0, or None for no limit",
+            "a positive, finite number of USD (an int or float)",
+            value,
+            "use spend_limit=5.0, or None for no limit",
         )
 
 
-def _check_policies(policies: object) -> None:
+def check_tool_policies(
+    policies: object,
+    *,
+    fix: str = 'use {"lookup": ToolPolicy(effect="read")}',
+    entry_fix: str = "",
+    error: type[InvalidArgumentError | InvalidOptionError] = InvalidArgumentError,
+) -> None:
     """Refuse `tool_policies` unless it maps non-empty tool names to `ToolPolicy`.
 
+    `fix` is the fix of a value that is not a mapping, or of a bad key;
+    `entry_fix` that of a value that is not a `ToolPolicy` (by default, the
+    `ToolPolicy` of the bare effect it holds, else of "read"). Session options
+    and the Claude agent definition check their `tool_policies` with it.
+
     Raises:
-        InvalidArgumentError: it is not a mapping, or a key or value is not.
+        InvalidArgumentError: (or `error`) it is not a mapping, or a key or
+            value is not.
     """
-    fix = 'use {"lookup": ToolPolicy(effect="read")}'
     if not isinstance(policies, Mapping):
-        raise InvalidArgumentError(
+        raise must_be(
             "tool_policies",
-            "`tool_policies` must be a dict of tool names to ToolPolicy, got "
-            f"{shown(policies)}; {fix}",
+            "a dict of tool names to ToolPolicy",
+            policies,
+            fix,
+            error=error,
         )
     # isinstance leaves the item types unknown; each is checked here.
     items = cast("Mapping[object, object]", policies).items()
     for name, policy in items:
         if not isinstance(name, str) or not name:
-            raise InvalidArgumentError(
+            raise must_be(
                 "tool_policies",
-                "`tool_policies` keys must be non-empty tool names (str), got "
-                f"{shown(name)}; {fix}",
+                "non-empty tool names (str)",
+                name,
+                fix,
+                named="`tool_policies` keys",
+                error=error,
             )
         if not isinstance(policy, ToolPolicy):
             hint = (
@@ -267,8 +281,11 @@ def _check_policies(policies: object) -> None:
                 if isinstance(policy, str) and policy in TOOL_EFFECTS
                 else 'ToolPolicy(effect="read")'
             )
-            raise InvalidArgumentError(
+            raise must_be(
                 "tool_policies",
-                f"`tool_policies[{name!r}]` must be a ToolPolicy, got "
-                f"{shown(policy)}; use {hint}",
+                "a ToolPolicy",
+                policy,
+                entry_fix or f"use {hint}",
+                named=f"`tool_policies[{name!r}]`",
+                error=error,
             )

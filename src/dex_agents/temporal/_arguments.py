@@ -30,7 +30,7 @@ from typing import Any, ClassVar, cast
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
-from .._errors import InvalidArgumentError, shown
+from .._errors import InvalidArgumentError, must_be, shown
 from ..session._blob import BlobReference
 from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT
@@ -47,15 +47,6 @@ MAX_ID_BYTES = 1000
 """The longest session or interrupt ID, in UTF-8 bytes (Temporal's default for IDs)."""
 INVALID_ARGUMENT = "InvalidArgument"
 """The failure type of a validator's refusal of an argument; its detail names it."""
-
-
-def _must_be(
-    argument: str, what: str, value: object, then: str = ""
-) -> InvalidArgumentError:
-    """The error of `argument` holding `value` where it must be `what` (`then`: a hint)."""
-    return InvalidArgumentError(
-        argument, f"`{argument}` must be {what}, got {shown(value)}{then}"
-    )
 
 
 def _unicode_problem(argument: str, value: str) -> InvalidArgumentError | None:
@@ -78,7 +69,7 @@ def check_id(argument: str, value: object, *, what: str) -> str:
         InvalidArgumentError: it is not.
     """
     if not isinstance(value, str) or not value:
-        raise _must_be(argument, f"a non-empty string ({what})", value)
+        raise must_be(argument, f"a non-empty string ({what})", value)
     problem = _unicode_problem(argument, value)
     if problem is not None:
         raise problem
@@ -109,7 +100,7 @@ def check_text(argument: str, value: object, *, optional: bool = False) -> None:
         return
     if not isinstance(value, str):
         none = " or None" if optional else ""
-        raise _must_be(argument, f"a string{none}", value)
+        raise must_be(argument, f"a string{none}", value)
     problem = _unicode_problem(argument, value)
     if problem is not None:
         raise problem
@@ -122,11 +113,11 @@ def check_flag(argument: str, value: object) -> bool:
         InvalidArgumentError: it is not.
     """
     if not isinstance(value, bool):
-        raise _must_be(
+        raise must_be(
             argument,
             "True or False (a bool)",
             value,
-            "; pass a bool: a string such as 'false' or a number is not read as one",
+            "pass a bool: a string such as 'false' or a number is not read as one",
         )
     return value
 
@@ -138,9 +129,7 @@ def check_count(argument: str, value: object, *, minimum: int) -> int:
         InvalidArgumentError: it is not.
     """
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise _must_be(
-            argument, f"a whole number of at least {minimum} (an int)", value
-        )
+        raise must_be(argument, f"a whole number of at least {minimum} (an int)", value)
     return value
 
 
@@ -160,18 +149,18 @@ def check_timeout(value: object) -> None:
         except OverflowError:  # an int too large for a float
             seconds = math.inf
     else:
-        raise _must_be(
+        raise must_be(
             "timeout",
             "seconds (an int or float), a timedelta, or None to wait as long as it "
             "takes",
             value,
         )
     if not math.isfinite(seconds) or seconds < 0:
-        raise _must_be(
+        raise must_be(
             "timeout",
             "a finite number of seconds, at least 0",
             value,
-            "; pass None to wait as long as it takes",
+            "pass None to wait as long as it takes",
         )
 
 
@@ -184,7 +173,7 @@ def check_images(argument: str, value: object) -> None:
     if value is None:
         return
     if not isinstance(value, Sequence) or isinstance(value, str | bytes | bytearray):
-        raise _must_be(
+        raise must_be(
             argument,
             "a list of `ImageReference` (from `MediaStore.put_image`) or None",
             value,
@@ -213,7 +202,7 @@ def check_message_input(input: UserMessageInput) -> None:
     if input.text_ref is not None and not isinstance(  # pyright: ignore[reportUnnecessaryIsInstance]
         input.text_ref, BlobReference
     ):
-        raise _must_be("text_ref", "a blob reference or None", input.text_ref)
+        raise must_be("text_ref", "a blob reference or None", input.text_ref)
 
 
 def check_resolution_input(input: ResolveInterruptInput) -> None:
@@ -240,7 +229,7 @@ def check_resolution_input(input: ResolveInterruptInput) -> None:
         or not math.isfinite(limit)
         or limit <= 0
     ):
-        raise _must_be(
+        raise must_be(
             "new_spend_limit",
             "a positive, finite number of USD (an int or float)",
             limit,
@@ -258,7 +247,7 @@ def check_edit(input: ResolveInterruptInput) -> None:
     if input.edited_input_ref is not None and not isinstance(  # pyright: ignore[reportUnnecessaryIsInstance]
         input.edited_input_ref, BlobReference
     ):
-        raise _must_be(
+        raise must_be(
             "edited_input_ref", "a blob reference or None", input.edited_input_ref
         )
     if input.edited_input is None:
@@ -292,7 +281,7 @@ def check_json_object(argument: str, value: object) -> None:
         InvalidArgumentError: it is not, naming where inside it.
     """
     if not isinstance(value, Mapping):
-        raise _must_be(argument, "a JSON object (a dict with str keys)", value)
+        raise must_be(argument, "a JSON object (a dict with str keys)", value)
     _check_json(argument, argument, cast(Mapping[object, object], value), depth=0)
 
 

@@ -400,7 +400,7 @@ async def _edit_by_reference(
     return replace(resolution, edited_input=None, edited_input_ref=ref)
 
 
-async def _recorded_resolution(
+async def recorded_resolution(
     client: Client, session_id: str, interrupt_id: str
 ) -> ResolveInterruptInput | None:
     """The first resolution of `interrupt_id` recorded as a Signal in the session's run.
@@ -915,7 +915,7 @@ class SessionClient:
                 "worker to check it, so it is never recorded without one)",
                 deadline,
             )
-        earlier = await _recorded_resolution(self.client, session_id, interrupt_id)
+        earlier = await recorded_resolution(self.client, session_id, interrupt_id)
         if earlier is None:
             await _handle(self.client, session_id).signal(RECORD_RESOLUTION, resolution)
         verb = "approval" if approved else "rejection"

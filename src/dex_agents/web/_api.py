@@ -45,8 +45,9 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
         403: "The token lacks the role, or a browser request failed the CSRF check.",
         404: "No such session or interrupt.",
         409: "Already answered, or the session ended or is busy.",
-        422: "The request does not match this schema, or the tool refuses an "
-        "edited input (`invalid_edit`: `error.field` names the field).",
+        422: "The request does not match this schema, the tool refuses an "
+        "edited input (`invalid_edit`: `error.field` names the field), or the "
+        "session's runner cannot send images (`images_not_supported`).",
         501: "The core lacks what this needs.",
         503: "No worker took the request in time, or the engine is unreachable.",
         504: "The turn was not over in time.",
@@ -104,9 +105,14 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         return await service.list_sessions(status, limit, before)
 
     @router.post("/sessions", status_code=201, tags=["sessions"], dependencies=[chat])
-    async def start_session(body: StartSession) -> Started:
-        """Start a session, with a first message; an existing ID gets the message."""
-        return await service.start(body)
+    async def start_session(body: StartSession | None = None) -> Started:
+        """Start a session, with a first message; an existing ID gets the message.
+
+        No body (or `{}`) starts an idle session with a fresh ID. Images the
+        flow's runner cannot send are 422 `images_not_supported`, and nothing
+        is started or queued.
+        """
+        return await service.start(body if body is not None else StartSession())
 
     @router.get("/sessions/{session_id}", tags=["sessions"], dependencies=[read])
     async def get_session(
@@ -125,7 +131,11 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
     async def send_message(
         session_id: SessionPath, body: SendMessage, response: Response
     ) -> Queued | SessionView:
-        """Queue a user message (202); with `wait: true`, the snapshot after its turn (200)."""
+        """Queue a user message (202); with `wait: true`, the snapshot after its turn (200).
+
+        Images the session's runner cannot send are 422 `images_not_supported`,
+        and nothing is queued.
+        """
         result = await service.send(session_id, body)
         if isinstance(result, SessionView):
             response.status_code = 200
@@ -162,9 +172,11 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         )
 
     @router.post("/sessions/{session_id}/end", tags=["sessions"], dependencies=[admin])
-    async def end_session(session_id: SessionPath, body: EndSession) -> Ended:
-        """End the session: it takes no more messages or approvals."""
-        return await service.end(session_id, body)
+    async def end_session(
+        session_id: SessionPath, body: EndSession | None = None
+    ) -> Ended:
+        """End the session: it takes no more messages or approvals (no body: `{}`)."""
+        return await service.end(session_id, body if body is not None else EndSession())
 
     @router.get("/approvals", tags=["approvals"], dependencies=[read])
     async def list_approvals(

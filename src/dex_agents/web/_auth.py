@@ -207,7 +207,15 @@ def _names_loopback(request: Request) -> bool:
     if host is None:
         return True  # HTTP/1.0 without Host: no browser sends that
     name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-    name = name.strip("[]").lower()
+    return is_loopback_name(name.strip("[]").lower())
+
+
+def is_loopback_name(name: str) -> bool:
+    """Whether a host name (no port, no brackets) names this machine's loopback.
+
+    `localhost`, or a loopback IP address (`127.0.0.0/8`, `::1`). `dex-agents
+    serve --host` is checked with it too.
+    """
     if name == "localhost":
         return True
     try:

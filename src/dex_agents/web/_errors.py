@@ -8,14 +8,18 @@ Every failure a client can see goes through here: the app's own refusals
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
-from collections.abc import Generator, Mapping
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any, Literal
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import (
@@ -28,6 +32,7 @@ from .._errors import (
     UnknownInterruptError,
     UserError,
 )
+from ..temporal._workflow import NO_IMAGES
 
 _log = logging.getLogger(__name__)
 
@@ -41,6 +46,7 @@ ErrorCode = Literal[
     "method_not_allowed",
     "invalid_request",
     "invalid_edit",
+    "images_not_supported",
     "already_resolved",
     "session_ended",
     "session_busy",
@@ -90,6 +96,37 @@ def _not_found(session_id: str) -> ApiError:
     )
 
 
+def images_not_supported(session_id: str, *, started: bool = False) -> ApiError:
+    """The 422 of a message with images that the session's runner cannot send.
+
+    Nothing was queued (and, for a start refused before it reached the engine,
+    nothing was started): the same message without images, or the same one
+    once the agent definition has a media store, applies.
+    """
+    nothing = "nothing was started or queued" if started else "nothing was queued"
+    return ApiError(
+        422,
+        "images_not_supported",
+        f"session {session_id!r} cannot take this message: this session's runner "
+        f"cannot send images, so {nothing}; send text only (leave out `images`), "
+        "or give the agent definition a media store "
+        "(`ClaudeAgentDefinition(media_store=...)`) and restart its workers",
+    )
+
+
+def _is_no_images(err: UserError) -> bool:
+    """Whether `err` is the session's refusal of images its runner cannot send."""
+    cause = err.__cause__
+    if (
+        isinstance(cause, WorkflowUpdateFailedError)
+        and isinstance(cause.cause, ApplicationError)
+        and cause.cause.type == NO_IMAGES
+    ):
+        return True
+    # `send_and_wait` against a worker of an older release says it in its own words.
+    return "runner cannot send images" in str(err)
+
+
 def translate(err: Exception, session_id: str = "") -> ApiError | None:
     """The API's answer to one of the library's errors, or None for a bug (a 500)."""
     match err:
@@ -110,6 +147,8 @@ def translate(err: Exception, session_id: str = "") -> ApiError | None:
             )
         case UserError() if "unknown session" in str(err):
             return _not_found(session_id)
+        case UserError() if _is_no_images(err):
+            return images_not_supported(session_id)
         case UserError():
             return ApiError(400, "invalid_request", str(err))
         case NoWorkerError():
@@ -150,28 +189,98 @@ def translated(session_id: str = "") -> Generator[None, None, None]:
 
 
 _UNKNOWN_KEY = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
+_NOT_AN_OBJECT = frozenset({"dataclass_type", "model_type", "dict_type"})
+"""Validation errors of a value that should have been a JSON object."""
+_PATTERNS = {
+    "session_id": "must be letters, digits and `._:@-`, starting with a letter or digit",
+    "sha256": "must be the image's SHA-256 as 64 lowercase hex digits "
+    "(as `MediaStore.put_image` returns it)",
+}
+"""What a field's pattern means, by field name, for a value that does not match it."""
 _SHOWN_INPUT = 60
 """Characters of a refused value quoted in the message."""
+_AS_JSON = "with `Content-Type: application/json`"
 
 
-def _problem(error: Mapping[str, Any]) -> str:
-    """One validation error: where, what is wrong, and the value that was sent."""
-    where = ".".join(str(p) for p in error.get("loc", ()))
-    if error.get("type") in _UNKNOWN_KEY:
-        return f"{where}: not a field of this request (misspelled?)"
-    message = str(error.get("msg", ""))
-    value = error.get("input")
-    if value is None or isinstance(value, dict | list):
-        return f"{where}: {message}"
+def _shown(value: object, *, as_json: bool = False) -> str:
+    """`value` quoted for a message (as the JSON the client sent, when `as_json`)."""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", "replace")
+        as_json = False
     shown = repr(value)
+    if as_json:
+        with contextlib.suppress(TypeError, ValueError):
+            shown = json.dumps(value, ensure_ascii=False)
     if len(shown) > _SHOWN_INPUT:
         shown = shown[:_SHOWN_INPUT] + "…"
-    return f"{where}: {message}, got {shown}"
+    return shown
 
 
-def invalid_request(exc: RequestValidationError) -> ApiError:
+def _problem(
+    error: Mapping[str, Any], request: Request | None, raw_body: object
+) -> str:
+    """One validation error: where, what is wrong, and the value that was sent."""
+    loc: Sequence[object] = error.get("loc", ())
+    where = ".".join(str(p) for p in loc)
+    kind = error.get("type")
+    value = error.get("input")
+    if kind in _UNKNOWN_KEY:
+        return f"{where}: not a field of this request (misspelled?)"
+    if loc[:1] == ("body",) and kind == "json_invalid":
+        reason = str(error.get("ctx", {}).get("error", "")) or "not JSON"
+        at = f" at character {loc[1]}" if len(loc) > 1 else ""
+        return (
+            f"body: not valid JSON ({reason}{at}), got {_shown(raw_body)}; send a "
+            f"JSON object {_AS_JSON}, such as {_example(request)}"
+        )
+    if tuple(loc) == ("body",) and kind == "missing":
+        return (
+            f"body: missing; send a JSON object {_AS_JSON}, such as {_example(request)}"
+        )
+    if tuple(loc) == ("body",) and kind in _NOT_AN_OBJECT and isinstance(value, bytes):
+        # FastAPI passes a body it did not read as JSON on as bytes.
+        sent = request.headers.get("content-type") if request is not None else None
+        as_what = f"`Content-Type: {sent}`" if sent else "no `Content-Type`"
+        return (
+            f"body: sent with {as_what}, got {_shown(value)}; send it as a JSON "
+            f"object {_AS_JSON}, such as {_example(request)}"
+        )
+    if kind in _NOT_AN_OBJECT:
+        such = f" such as {_example(request)}" if tuple(loc) == ("body",) else ""
+        return (
+            f"{where}: must be a JSON object{such}, got {_shown(value, as_json=True)}"
+        )
+    message = str(error.get("msg", ""))
+    if kind == "string_pattern_mismatch" and loc and str(loc[-1]) in _PATTERNS:
+        message = _PATTERNS[str(loc[-1])]
+    if kind == "missing" or isinstance(value, dict | list):
+        return f"{where}: {message}"
+    return f"{where}: {message}, got {_shown(value, as_json=value is None)}"
+
+
+def _example(request: Request | None) -> str:
+    """The smallest JSON body the request's endpoint takes: its required fields, or `{}`."""
+    route = request.scope.get("route") if request is not None else None
+    body: object = getattr(getattr(route, "body_field", None), "field_info", None)
+    model: object = getattr(body, "annotation", None)
+    required = (
+        [
+            f.name
+            for f in dataclasses.fields(model)
+            if f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        if isinstance(model, type) and dataclasses.is_dataclass(model)
+        else []
+    )
+    return f"`{json.dumps(dict.fromkeys(required, '...'))}`"
+
+
+def invalid_request(
+    exc: RequestValidationError, request: Request | None = None
+) -> ApiError:
     """The 422 of a request that does not match its endpoint, naming each problem."""
-    problems = "; ".join(_problem(e) for e in exc.errors())
+    problems = "; ".join(_problem(e, request, exc.body) for e in exc.errors())
     return ApiError(
         422,
         "invalid_request",
@@ -188,7 +297,7 @@ def install_error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
-        error = invalid_request(exc)
+        error = invalid_request(exc, request)
         return error_response(error.status, error.code, error.message)
 
     async def http_error(request: Request, exc: Exception) -> JSONResponse:

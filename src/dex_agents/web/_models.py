@@ -86,7 +86,7 @@ class SendMessage:
 
 @dataclass(frozen=True, kw_only=True)
 class Queued:
-    """Whether a message was queued for a turn (False: images the runner cannot send)."""
+    """The message is queued for a turn (always True: a message that cannot be is an error)."""
 
     queued: bool
 
@@ -170,7 +170,7 @@ class SessionPage:
 
 @dataclass(frozen=True, kw_only=True)
 class Started(_OfSession):
-    """A started (or reused) session, and whether its message was queued."""
+    """A started (or reused) session; `queued` is True (also with no message to queue)."""
 
     queued: bool
 

@@ -135,7 +135,7 @@ def install_page_handlers(app: FastAPI, env: jinja2.Environment) -> None:
         # A page's query or form that does not validate is an error page, as
         # its other errors are; the API's stays JSON.
         assert isinstance(exc, RequestValidationError)
-        error = invalid_request(exc)
+        error = invalid_request(exc, request)
         path = request.url.path.removeprefix(request.scope.get("root_path", ""))
         if path == "/api" or path.startswith("/api/"):
             return error_response(error.status, error.code, error.message)

@@ -16,7 +16,11 @@ from datetime import UTC, datetime
 from typing import TypeVar, cast
 
 from pydantic import TypeAdapter
-from temporalio.client import Client, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.client import (
+    Client,
+    WorkflowExecutionStatus,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 
 from .._errors import UnknownSessionError
 from ..session._events import parsed_time
@@ -28,7 +32,7 @@ from ..temporal import SessionClient
 from ..temporal._client import with_recent_turns
 from ..temporal._flow import AgentSessionFlow
 from ..temporal._snapshot import AgentSnapshot
-from ._errors import ApiError, translated
+from ._errors import ApiError, images_not_supported, translated
 from ._models import (
     Approval,
     ApprovalPage,
@@ -125,6 +129,9 @@ class Service:
         """Start a session and send its first message, if any."""
         flow = self._flow(body.flow)
         session_id = body.session_id or f"web-{uuid.uuid4().hex[:12]}"
+        if body.images and not flow.workflow_class.supports_images:
+            # Refused here: update-with-start would start the session first.
+            raise images_not_supported(session_id, started=True)
         sessions = await self.sessions(flow)
         with translated(session_id):
             queued = await self._in_time(
@@ -136,6 +143,8 @@ class Service:
                 f"the start of session {session_id!r}",
                 applies_later=True,
             )
+        if not queued:  # the session's worker runs a runner without images
+            raise images_not_supported(session_id)
         return Started(session_id=session_id, queued=queued)
 
     def _flow(self, name: str | None) -> AgentSessionFlow:
@@ -165,6 +174,8 @@ class Service:
 
     async def send(self, session_id: str, body: SendMessage) -> Queued | SessionView:
         """Queue a user message; with `wait`, answer with the snapshot after its turn."""
+        if body.images and not await self._takes_images(session_id):
+            raise images_not_supported(session_id)
         sessions = await self.sessions()
         images = [i.reference() for i in body.images] or None
         with translated(session_id):
@@ -188,7 +199,27 @@ class Service:
                 f"the message to session {session_id!r}",
                 applies_later=True,
             )
+        if not queued:  # only a message with images the runner cannot send
+            raise images_not_supported(session_id)
         return Queued(queued=queued)
+
+    async def _takes_images(self, session_id: str) -> bool:
+        """False when the session runs, as a flow of this app whose runner cannot send images.
+
+        Asked of Temporal (no worker needed, nothing written) before a message
+        with images is sent: the session's own refusal would be recorded in
+        its history. A session of a flow this app does not serve, or one that
+        ended, is left to the session to answer.
+        """
+        client = await self.client()
+        with translated(session_id):
+            description = await client.get_workflow_handle(session_id).describe()
+        flow = self.flows.get(description.workflow_type)
+        return (
+            flow is None
+            or description.status != WorkflowExecutionStatus.RUNNING
+            or flow.workflow_class.supports_images
+        )
 
     async def _in_time(
         self, call: Awaitable[_T], what: str, *, applies_later: bool

@@ -75,3 +75,18 @@ async def check_credentials() -> Check:
         fix=fix,
         details={"source": None},
     )
+
+
+async def credentials_warning() -> str | None:
+    """The line a worker starts with when `doctor` would not pass its credentials.
+
+    None when the environment has credentials; the worker starts either way
+    (an agent that calls no model needs none).
+    """
+    check = await check_credentials()
+    if check.status == "pass":
+        return None
+    return (
+        f"warning: {check.text}; a Claude agent's turns fail without them (an agent "
+        f"that calls no model needs none) — fix: {check.fix}"
+    )
