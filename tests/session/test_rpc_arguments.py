@@ -295,6 +295,51 @@ async def test_a_string_for_approved_is_refused_not_read_as_a_rejection(
     assert done.turns[-1].final_text == "done: create_refund=refunded order 5"
 
 
+async def test_a_zero_timeout_is_refused_for_what_is_never_recorded_for_later(
+    harness: Harness, client: Client
+) -> None:
+    # A cancel, an end and an edited approval apply only if a worker takes them
+    # while the caller waits; with timeout=0 they could only ever fail
+    # (`NoWorkerError` with a worker running), so they are refused, naming why.
+    sessions = harness.sessions
+    sid, iid = await _waiting_session(harness)
+    length = await settled_history_length(client, sid)
+    calls: list[tuple[str, str, Callable[[], Coroutine[Any, Any, Any]]]] = [
+        ("a cancel", "int 0", lambda: sessions.cancel_turn(sid, timeout=0)),
+        (
+            "an end",
+            "timedelta datetime.timedelta(0)",
+            lambda: sessions.end(sid, force=True, timeout=timedelta(0)),
+        ),
+        (
+            "an edited approval",
+            "float 0.0",
+            lambda: sessions.resolve_interrupt(
+                sid, iid, approved=True, edited_input={"orderId": "6"}, timeout=0.0
+            ),
+        ),
+    ]
+    for what, got, call in calls:
+        with pytest.raises(InvalidArgumentError) as caught:
+            await call()
+        assert caught.value.argument == "timeout"
+        assert str(caught.value) == (
+            f"`timeout` must be more than 0 for {what}, got {got}; {what} is never "
+            "recorded for later, so it applies only if a worker takes it while you "
+            "wait: pass timeout=10, or None to wait as long as it takes"
+        )
+    assert await settled_history_length(client, sid) == length
+    # Nothing applied: the call still waits, and the same edit with time applies.
+    assert await sessions.resolve_interrupt(
+        sid, iid, approved=True, edited_input={"orderId": "6"}, timeout=10
+    )
+    done = await sessions.wait_for_idle(sid, timeout=30)
+    assert (done.turns[-1].final_text or "").startswith(
+        "done: create_refund=refunded order 6\n"
+    )
+    assert harness.ledger.count("create_refund_started") == 1
+
+
 async def test_a_blank_first_message_starts_no_session(harness: Harness) -> None:
     # Update-with-start starts the workflow even when the Update is refused: the
     # client refuses first.

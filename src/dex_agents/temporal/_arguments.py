@@ -133,11 +133,15 @@ def check_count(argument: str, value: object, *, minimum: int) -> int:
     return value
 
 
-def check_timeout(value: object) -> None:
+def check_timeout(value: object, *, never_recorded: str = "") -> None:
     """Refuse a `timeout=` that is not None, a `timedelta` or seconds (a finite number ≥ 0).
 
+    `never_recorded` names a request that applies only if a worker takes it
+    while the caller waits (a cancel, an end, an edited approval): for it a
+    timeout of 0 could only ever fail, so it is refused instead.
+
     Raises:
-        InvalidArgumentError: it is none of them.
+        InvalidArgumentError: it is none of them, or 0 for such a request.
     """
     if value is None:
         return
@@ -161,6 +165,15 @@ def check_timeout(value: object) -> None:
             "a finite number of seconds, at least 0",
             value,
             "pass None to wait as long as it takes",
+        )
+    if never_recorded and seconds == 0:
+        raise must_be(
+            "timeout",
+            f"more than 0 for {never_recorded}",
+            value,
+            f"{never_recorded} is never recorded for later, so it applies only if a "
+            "worker takes it while you wait: pass timeout=10, or None to wait as "
+            "long as it takes",
         )
 
 

@@ -867,7 +867,8 @@ class SessionClient:
 
         Raises:
             InvalidArgumentError: an argument has the wrong type or value, such as
-                an `approved` that is not a bool (nothing is sent or recorded).
+                an `approved` that is not a bool, or `timeout=0` with an edit
+                (nothing is sent or recorded).
             InvalidEditError: the tool refuses `edited_input` (`field` names where);
                 the call stays pending.
             UnknownSessionError: no session has this ID.
@@ -878,6 +879,10 @@ class SessionClient:
                 instead (`superseded` names it).
         """
         check_session_id(session_id)
+        check_timeout(
+            timeout,
+            never_recorded="an edited approval" if edited_input is not None else "",
+        )
         edit = None if edited_input is None else cast(JsonObject, edited_input)
         resolution = ResolveInterruptInput(
             interrupt_id=interrupt_id,
@@ -893,7 +898,6 @@ class SessionClient:
             check_json_object("edited_input", edit)
             resolution = await _edit_by_reference(session_id, resolution, self._store())
         check_resolution_input(resolution)
-        check_timeout(timeout)
         deadline = Deadline(timeout_seconds(timeout))
         # An edit is never recorded for later, so one no worker took in time must
         # expire; another answer is recorded (a Signal) and may apply twice.
@@ -951,7 +955,8 @@ class SessionClient:
         once the turn stopped.
 
         Raises:
-            InvalidArgumentError: an argument has the wrong type or value.
+            InvalidArgumentError: an argument has the wrong type or value, such
+                as `timeout=0` (a cancel is never recorded for later).
             UnknownSessionError: no session has this ID.
             SessionEndedError: the session ended.
             NoWorkerError: no worker took the request within `timeout` (nothing
@@ -960,7 +965,7 @@ class SessionClient:
         check_session_id(session_id)
         request = CancelTurnInput(reason=reason, cancelled_by=cancelled_by)
         check_cancel_input(request)
-        check_timeout(timeout)
+        check_timeout(timeout, never_recorded="a cancel")
         deadline = Deadline(timeout_seconds(timeout))
         taken, cancelled = await _taken_update(
             self.client, session_id, "cancel_turn", request, deadline
@@ -993,7 +998,8 @@ class SessionClient:
         Later messages and approvals raise `SessionEndedError`.
 
         Raises:
-            InvalidArgumentError: an argument has the wrong type or value.
+            InvalidArgumentError: an argument has the wrong type or value, such
+                as `timeout=0` (an end is never recorded for later).
             SessionBusyError: work is in progress and `force` is False.
             UnknownSessionError: no session has this ID.
             NoWorkerError: no worker took the request within `timeout` (nothing
@@ -1002,7 +1008,7 @@ class SessionClient:
         check_session_id(session_id)
         check_text("reason", reason)
         check_flag("force", force)
-        check_timeout(timeout)
+        check_timeout(timeout, never_recorded="an end")
         deadline = Deadline(timeout_seconds(timeout))
         request = EndSessionInput(reason=reason, force=force)
         try:
