@@ -10,10 +10,23 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import Result
 
 from support.cli_harness import assert_one_line_error, invoke
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
+
+
+async def _serve_anonymously(host: str, tmp_path: Path) -> Result:
+    """`dex-agents serve --allow-anonymous-loopback --host HOST` on an empty state dir."""
+    return await invoke(
+        "serve",
+        "--allow-anonymous-loopback",
+        "--host",
+        host,
+        "--state-dir",
+        str(tmp_path / "state"),
+    )
 
 
 @pytest.mark.parametrize(
@@ -22,14 +35,7 @@ pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 async def test_anonymous_loopback_on_another_host_exits_2_naming_it(
     host: str, tmp_path: Path
 ) -> None:
-    result = await invoke(
-        "serve",
-        "--allow-anonymous-loopback",
-        "--host",
-        host,
-        "--state-dir",
-        str(tmp_path / "state"),
-    )
+    result = await _serve_anonymously(host, tmp_path)
     assert_one_line_error(
         result,
         f"--allow-anonymous-loopback needs a loopback --host, not {host!r}",
@@ -42,13 +48,6 @@ async def test_anonymous_loopback_on_another_host_exits_2_naming_it(
 async def test_anonymous_loopback_on_a_loopback_host_is_let_through(
     host: str, tmp_path: Path
 ) -> None:
-    result = await invoke(
-        "serve",
-        "--allow-anonymous-loopback",
-        "--host",
-        host,
-        "--state-dir",
-        str(tmp_path / "state"),
-    )
+    result = await _serve_anonymously(host, tmp_path)
     # Past the host check: no server runs for this state directory.
     assert_one_line_error(result, "no Temporal server is running for state directory")
