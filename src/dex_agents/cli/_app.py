@@ -41,6 +41,7 @@ from ..temporal import EmbeddedEngine, SessionClient, create_worker
 from ..temporal._client import with_recent_turns
 from ..temporal._engine import STATE_DIR_ENV, resolve_state_dir
 from ..temporal._flow import AgentSessionFlow
+from ..temporal._models import ResolveInterruptInput
 from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
 from ._agent_ref import load_flow
@@ -49,6 +50,7 @@ from ._approvals import (
     edited_input_option,
     exit_with,
     pending_approvals,
+    recorded_answers,
     resolve,
     spend_limit_option,
 )
@@ -668,19 +670,32 @@ def show(session_id: str, as_json: bool, target: Target) -> None:
     """Show a session: status, turns, tool calls and pending approvals.
 
     Asks the session itself when its worker runs, else shows the store's last
-    projection (and says so).
+    projection (and says so), with the answers recorded for its approvals
+    while no worker ran (they apply when one starts).
     """
-    snapshot, note, calls = run(_load_snapshot(target, session_id, calls=not as_json))
+    shown = run(_load_snapshot(target, session_id, calls=not as_json))
     if as_json:
-        render.echo_json(render.snapshot_json(snapshot))
+        render.echo_json(render.shown_snapshot_json(shown.snapshot, shown.recorded))
         return
     out = render.console()
-    render.print_snapshot(out, snapshot, note=note, calls=calls)
+    render.print_snapshot(
+        out, shown.snapshot, note=shown.note, calls=shown.calls, recorded=shown.recorded
+    )
 
 
-async def _load_snapshot(
-    target: Target, session_id: str, *, calls: bool
-) -> tuple[AgentSnapshot, str, dict[str, list[ShownCall]]]:
+@dataclass(frozen=True, kw_only=True, slots=True)
+class _Shown:
+    """What `show` prints of a session."""
+
+    snapshot: AgentSnapshot
+    note: str
+    """Where the snapshot came from, when not from the session itself."""
+    calls: dict[str, list[ShownCall]]
+    recorded: dict[str, ResolveInterruptInput]
+    """Answers recorded for pending interrupts while no worker ran, by ID."""
+
+
+async def _load_snapshot(target: Target, session_id: str, *, calls: bool) -> _Shown:
     """The snapshot with a note on where it came from, and its turns' tool calls.
 
     `calls`: read every tool call of the shown turns from the event log
@@ -688,13 +703,13 @@ async def _load_snapshot(
     """
     store = await open_store(target) if store_exists(target) else None
     try:
-        snapshot, note = await _snapshot_and_note(target, session_id, store)
+        snapshot, note, recorded = await _snapshot_and_note(target, session_id, store)
         shown = (
             await turn_calls(store, session_id, snapshot.turns)
             if calls and store is not None
             else {}
         )
-        return snapshot, note, shown
+        return _Shown(snapshot=snapshot, note=note, calls=shown, recorded=recorded)
     finally:
         if store is not None:
             await store.close()
@@ -715,10 +730,29 @@ async def _parked_note(conn: Connection, session_id: str) -> str:
     )
 
 
+async def _live_snapshot(
+    conn: Connection, session_id: str, store: RuntimeStore | None
+) -> AgentSnapshot | None:
+    """The session's own snapshot, or None when no worker answers for it.
+
+    A worker that stopped moments ago still counts as seen; its session then
+    answers nothing, and the caller reads the store's projection instead.
+    """
+    try:
+        snapshot = await SessionClient(conn.client).snapshot(session_id, turns=0)
+    except EngineError:
+        return None
+    return await with_recent_turns(snapshot, store)
+
+
 async def _snapshot_and_note(
     target: Target, session_id: str, store: RuntimeStore | None
-) -> tuple[AgentSnapshot, str]:
-    """The live snapshot, else the store's projection with a note saying so."""
+) -> tuple[AgentSnapshot, str, dict[str, ResolveInterruptInput]]:
+    """The live snapshot, else the store's projection with a note saying so.
+
+    With the projection come the answers recorded for its pending interrupts
+    while no worker ran (read from the session's history), by interrupt ID.
+    """
     try:
         conn: Connection | None = await connect(target)
         unreachable = ""
@@ -730,10 +764,9 @@ async def _snapshot_and_note(
     else:
         info = await describe_session(conn.client, session_id)
         if info is not None and await worker_seen(conn.client, info.task_queue):
-            snapshot = await SessionClient(conn.client, store=store).snapshot(
-                session_id
-            )
-            return snapshot, await _parked_note(conn, session_id)
+            snapshot = await _live_snapshot(conn, session_id, store)
+            if snapshot is not None:
+                return snapshot, await _parked_note(conn, session_id), {}
         note = (
             "(not known to Temporal: the store's last projection)"
             if info is None
@@ -752,7 +785,12 @@ async def _snapshot_and_note(
             raise no_worker(info.flow_type, info.task_queue)
         raise unknown_session(session_id, conn)
     snapshot = await with_recent_turns(render.snapshot_from_json(projected), store)
-    return snapshot, note
+    recorded = (
+        await recorded_answers(conn.client, session_id, snapshot.pending_interrupts)
+        if conn is not None and info is not None
+        else {}
+    )
+    return snapshot, note, recorded
 
 
 @main.command(
@@ -990,7 +1028,9 @@ def approvals(as_json: bool, target: Target) -> None:
     take, the tool, its effect, its input, the deadline and how long it has
     waited; a spend-limit interrupt shows what was spent of which limit
     (answer it with `approve --spend-limit USD`). Read from the runtime store,
-    so it works with no server or worker running.
+    so it works with no server or worker running. An approval answered while
+    no worker ran stays listed, with its answer (ANSWER: recorded; it applies
+    when a worker starts).
     """
     waiting = run(pending_approvals(target))
     out = _print_listing(
@@ -1002,15 +1042,25 @@ def approvals(as_json: bool, target: Target) -> None:
     )
     if out is None:
         return
-    first = waiting[0]
-    limit = " --spend-limit USD" if render.is_budget(first.interrupt) else ""
-    render.say(
-        out,
-        f"answer one: "
-        f"{suggest('approve', first.session_id, first.interrupt.interrupt_id, raw=limit.strip())}"
-        " (or reject ... -m 'why')",
-        "dim",
-    )
+    unanswered = [p for p in waiting if p.recorded is None]
+    if unanswered:
+        first = unanswered[0]
+        limit = " --spend-limit USD" if render.is_budget(first.interrupt) else ""
+        render.say(
+            out,
+            f"answer one: "
+            f"{suggest('approve', first.session_id, first.interrupt.interrupt_id, raw=limit.strip())}"
+            " (or reject ... -m 'why')",
+            "dim",
+        )
+    if len(unanswered) < len(waiting):
+        render.say(
+            out,
+            "recorded: answered while no worker ran, not applied yet; each applies "
+            "when a worker of its session's flow starts: "
+            f"{suggest('worker', raw='--agent module:flow')}",
+            "dim",
+        )
 
 
 # -- demo -----------------------------------------------------------------------

@@ -15,6 +15,7 @@ import contextlib
 import json
 import math
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import cast
 import click
 from rich.console import Console
 from rich.text import Text
+from temporalio.client import Client
 from temporalio.service import RPCError
 
 from .._errors import (
@@ -41,7 +43,12 @@ from ..stores import RuntimeStore
 from ..stores._open import redacted_store
 from ..temporal import SessionClient
 from ..temporal._activities import read_arguments
-from ..temporal._client import recorded_resolution, with_recent_turns
+from ..temporal._client import (
+    recorded_resolution,
+    recorded_resolutions,
+    with_recent_turns,
+)
+from ..temporal._models import ResolveInterruptInput
 from ..temporal._snapshot import AgentSnapshot
 from . import _render as render
 from ._context import (
@@ -655,33 +662,82 @@ async def _unknown(
 # -- the list -------------------------------------------------------------------
 
 
+async def recorded_answers(
+    client: Client, session_id: str, pending: Sequence[Interrupt]
+) -> dict[str, ResolveInterruptInput]:
+    """The answers recorded for `pending` interrupts (no worker took them), by ID.
+
+    They wait in the session's history and apply when a worker starts. The
+    history is read only when something is pending; a session Temporal does not
+    know (or cannot answer for) has none that can be read.
+    """
+    if not pending:
+        return {}
+    try:
+        recorded = await recorded_resolutions(client, session_id)
+    except RPCError:
+        return {}
+    return {
+        i.interrupt_id: recorded[i.interrupt_id]
+        for i in pending
+        if i.interrupt_id in recorded
+    }
+
+
+async def _client_or_none(target: Target) -> Client | None:
+    """A client of the target's server, or None when none answers."""
+    try:
+        return (await connect(target)).client
+    except (CommandError, DexAgentsError):
+        return None
+
+
 async def pending_approvals(target: Target) -> list[Pending]:
     """Every approval waiting in every session of the store, the longest-waiting first.
 
     Read from the store's projections, so it works with no server or worker
-    running; a long input is read back whole.
+    running; a long input is read back whole. An approval answered while no
+    worker ran is still listed (it has not applied), with the answer recorded
+    in its session's history, read only for sessions with approvals waiting
+    and when a server answers.
     """
     if not store_exists(target):
         return []
     store = await open_store(target)
     try:
-        waiting: list[Pending] = []
-        for data in await store.list_snapshots():
-            snapshot: AgentSnapshot = render.snapshot_from_json(data)
-            if not snapshot.pending_interrupts:
-                continue
-            snapshot = await with_recent_turns(snapshot, store, turns=0)
-            waiting += [
-                Pending(
-                    session_id=snapshot.session_id,
-                    flow_type=snapshot.flow_type,
-                    interrupt=i,
-                )
-                for i in snapshot.pending_interrupts
-            ]
+        snapshots = [
+            await with_recent_turns(snapshot, store, turns=0)
+            for snapshot in map(render.snapshot_from_json, await store.list_snapshots())
+            if snapshot.pending_interrupts
+        ]
     finally:
         await store.close()
+    client = await _client_or_none(target) if snapshots else None
+    reads = asyncio.Semaphore(_HISTORY_READS)
+
+    async def pending(snapshot: AgentSnapshot) -> list[Pending]:
+        recorded: dict[str, ResolveInterruptInput] = {}
+        if client is not None:
+            async with reads:
+                recorded = await recorded_answers(
+                    client, snapshot.session_id, snapshot.pending_interrupts
+                )
+        return [
+            Pending(
+                session_id=snapshot.session_id,
+                flow_type=snapshot.flow_type,
+                interrupt=i,
+                recorded=recorded.get(i.interrupt_id),
+            )
+            for i in snapshot.pending_interrupts
+        ]
+
+    waiting = [p for ps in await asyncio.gather(*map(pending, snapshots)) for p in ps]
     return sorted(waiting, key=lambda p: _created(p.interrupt))
+
+
+_HISTORY_READS = 16
+"""Sessions whose history `approvals` reads at once (for their recorded answers)."""
 
 
 def _created(interrupt: Interrupt) -> datetime:

@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import click
 from pydantic import TypeAdapter
@@ -29,6 +29,7 @@ from ..session._policy import ToolEffect
 from ..session._records import ToolRecord
 from ..session._state import Interrupt, TurnSummary
 from ..session._usage import Usage
+from ..temporal._models import ResolveInterruptInput
 from ..temporal._snapshot import AgentSnapshot
 from ._errors import suggest
 from ._views import Pending, ShownCall
@@ -329,10 +330,69 @@ def input_summary(arguments: JsonObject, limit: int = _INPUT_SUMMARY) -> str:
     return compact[: limit - 1] + "…"
 
 
-def approvals_table(waiting: Iterable[Pending]) -> Table:
-    """The `approvals` table: one row per pending approval, the longest-waiting first."""
+def approvals_table(waiting: Sequence[Pending]) -> Table:
+    """The `approvals` table: one row per pending approval, the longest-waiting first.
+
+    When an answer is recorded for one (no worker took it yet), an ANSWER
+    column says so for every row; it wraps, as INPUT does.
+    """
     columns = ("SESSION", "INTERRUPT", "TOOL", "EFFECT", "INPUT", "DEADLINE", "WAITING")
-    return _table(columns, map(_approval_row, waiting), wrapping="INPUT")
+    rows = [_approval_row(row) for row in waiting]
+    if not any(row.recorded is not None for row in waiting):
+        return _table(columns, rows, wrapping="INPUT")
+    rows = [
+        (*cells, _answer_cell(row)) for cells, row in zip(rows, waiting, strict=True)
+    ]
+    table = _table((*columns, "ANSWER"), rows, wrapping="INPUT")
+    table.columns[-1].no_wrap = False
+    return table
+
+
+def _answer_cell(row: Pending) -> Text:
+    """An `approvals` row's answer: the one recorded for a worker, or `-` for none."""
+    if row.recorded is None:
+        return Text("-", style="dim")
+    text = recorded_text(row.recorded, row.interrupt, applies=False)
+    return Text(text, style="yellow")
+
+
+RECORDED_TEXT = "recorded; applies when a worker starts"
+"""How an answer no worker took yet is marked: it waits in the session's history."""
+
+
+def recorded_text(
+    recorded: ResolveInterruptInput, interrupt: Interrupt, *, applies: bool = True
+) -> str:
+    """An answer recorded for `interrupt` while no worker ran, as `show` says it.
+
+    For example `approved by ana (recorded; applies when a worker starts)`. It
+    carries a new spend limit if one was given, and a rejection's message; never
+    an edit (an edit is not recorded without a worker to check it). Without
+    `applies` it says `(recorded)` only (a table cell, with a line saying when).
+    """
+    by = f" by {recorded.resolved_by}" if recorded.resolved_by else ""
+    if recorded.approved:
+        limit = recorded.new_spend_limit
+        way = f"approved{by}" + (
+            f" with a new spend limit of {limit:.4f} USD" if limit is not None else ""
+        )
+    else:
+        way = f"{'declined' if is_budget(interrupt) else 'rejected'}{by}"
+    message = recorded.rejection_message
+    why = f": {message}" if message and not recorded.approved else ""
+    return f"{way} ({RECORDED_TEXT if applies else 'recorded'}){why}"
+
+
+def recorded_json(recorded: ResolveInterruptInput | None) -> JsonObject | None:
+    """The `recorded` field of `--json`: an answer waiting for a worker, or None."""
+    if recorded is None:
+        return None
+    return {
+        "approved": recorded.approved,
+        "rejection_message": recorded.rejection_message,
+        "new_spend_limit": recorded.new_spend_limit,
+        "resolved_by": recorded.resolved_by,
+    }
 
 
 def _approval_row(row: Pending) -> _Row:
@@ -344,7 +404,9 @@ def _approval_row(row: Pending) -> _Row:
         interrupt.interrupt_id,
         interrupt.tool_name,
         "budget" if budget else interrupt.effect.replace("_", " "),
-        Text(budget_text(interrupt.arguments), style="yellow")
+        Text(
+            budget_text(interrupt.arguments, hint=row.recorded is None), style="yellow"
+        )
         if budget
         else Text(input_summary(interrupt.arguments), style="dim"),
         when(interrupt.deadline) if interrupt.deadline else Text("-", style="dim"),
@@ -365,7 +427,27 @@ def approval_json(row: Pending) -> JsonObject:
         "new_spend_limit",
     ):
         data.pop(answered, None)
-    return {"session_id": row.session_id, "flow_type": row.flow_type, **data}
+    return {
+        "session_id": row.session_id,
+        "flow_type": row.flow_type,
+        **data,
+        "recorded": recorded_json(row.recorded),
+    }
+
+
+def shown_snapshot_json(
+    snapshot: AgentSnapshot, recorded: Mapping[str, ResolveInterruptInput]
+) -> JsonObject:
+    """`show --json`: the snapshot, with the answers recorded while no worker ran.
+
+    Each pending interrupt gets `recorded`: its answer waiting for a worker, or null.
+    """
+    data = snapshot_json(snapshot)
+    for interrupt in cast(list[JsonObject], data["pending_interrupts"]):
+        interrupt["recorded"] = recorded_json(
+            recorded.get(str(interrupt["interrupt_id"]))
+        )
+    return data
 
 
 def print_facts(out: Console, rows: Iterable[tuple[str, str | Text]]) -> None:
@@ -384,11 +466,14 @@ def print_snapshot(
     *,
     note: str = "",
     calls: Mapping[str, Sequence[ShownCall]] | None = None,
+    recorded: Mapping[str, ResolveInterruptInput] | None = None,
 ) -> None:
     """The `show` view: facts, turns, queued messages and pending approvals.
 
     `calls`: every tool call of a turn, by turn ID (`_views.turn_calls`);
-    a turn without an entry shows its summary's records.
+    a turn without an entry shows its summary's records. `recorded`: the
+    answers recorded for pending interrupts while no worker ran, by ID: such
+    an approval shows its answer and how to apply it instead of how to answer.
     """
     rows: list[tuple[str, str | Text]] = [
         ("session", snapshot.session_id),
@@ -416,8 +501,17 @@ def print_snapshot(
             say(out, f"  you › {prompt}")
     for interrupt in snapshot.pending_interrupts:
         out.print()
-        print_interrupt(out, interrupt)
+        answer = (recorded or {}).get(interrupt.interrupt_id)
+        print_interrupt(out, interrupt, recorded=answer)
         command = (snapshot.session_id, interrupt.interrupt_id)
+        if answer is not None:
+            say(
+                out,
+                f"  apply it: {suggest('worker', raw='--agent module:flow')}   (start "
+                "a worker of the session's flow)",
+                "dim",
+            )
+            continue
         if is_budget(interrupt):
             spent = _usd(interrupt.arguments.get("spent_usd"))
             say(
@@ -562,12 +656,24 @@ def edit_example(interrupt: Interrupt) -> str:
     return shlex.quote(compact)
 
 
-def print_interrupt(out: Console, interrupt: Interrupt, *, hint: bool = True) -> None:
+def print_interrupt(
+    out: Console,
+    interrupt: Interrupt,
+    *,
+    hint: bool = True,
+    recorded: ResolveInterruptInput | None = None,
+) -> None:
     """An approval request: the tool, its effect, why, and its exact input.
 
     A budget interrupt shows what was spent of which limit instead (with
-    `hint`, how to answer it on the command line).
+    `hint`, how to answer it on the command line). `recorded`: the answer
+    recorded for it while no worker ran, shown first (it has not applied).
     """
+    answer: list[tuple[str, str | Text]] = (
+        [("answer", Text(recorded_text(recorded, interrupt), style="yellow"))]
+        if recorded is not None
+        else []
+    )
     if is_budget(interrupt):
         out.print(
             Text.assemble(
@@ -576,7 +682,8 @@ def print_interrupt(out: Console, interrupt: Interrupt, *, hint: bool = True) ->
             )
         )
         facts: list[tuple[str, str | Text]] = [
-            ("budget", budget_text(interrupt.arguments, hint=hint))
+            *answer,
+            ("budget", budget_text(interrupt.arguments, hint=hint and not answer)),
         ]
         if interrupt.reason:
             facts.append(("why", interrupt.reason))
@@ -590,6 +697,7 @@ def print_interrupt(out: Console, interrupt: Interrupt, *, hint: bool = True) ->
         )
     )
     rows: list[tuple[str, str | Text]] = [
+        *answer,
         ("tool", interrupt.tool_name),
         ("effect", effect_text(interrupt)),
     ]

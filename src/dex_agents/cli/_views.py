@@ -19,6 +19,7 @@ from ..session._records import ToolRecord, ToolRecordStatus
 from ..session._state import Interrupt, TurnSummary
 from ..stores import RuntimeStore
 from ..stores._cursors import cursor_before_turn
+from ..temporal._models import ResolveInterruptInput
 
 _RECORD_STATUSES = frozenset(get_args(ToolRecordStatus))
 
@@ -40,6 +41,9 @@ class Pending:
     session_id: str
     flow_type: str
     interrupt: Interrupt
+    recorded: ResolveInterruptInput | None = None
+    """The answer recorded in the session's history for when a worker starts
+    (no worker took it), if any: it has not applied yet."""
 
 
 def _turn_number(turn_id: str) -> int:

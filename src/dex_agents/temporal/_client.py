@@ -400,15 +400,20 @@ async def _edit_by_reference(
     return replace(resolution, edited_input=None, edited_input_ref=ref)
 
 
-async def recorded_resolution(
-    client: Client, session_id: str, interrupt_id: str
-) -> ResolveInterruptInput | None:
-    """The first resolution of `interrupt_id` recorded as a Signal in the session's run.
+async def recorded_resolutions(
+    client: Client, session_id: str
+) -> dict[str, ResolveInterruptInput]:
+    """Every resolution recorded as a Signal in the session's run, by interrupt ID.
 
     With no worker, recorded resolutions wait in history; the first one of an
-    interrupt applies and later ones change nothing, so a second is not sent,
-    and one of the other way is refused (it would not apply).
+    interrupt applies and later ones change nothing, so each interrupt maps to
+    its first. The history is read once, whole: a run's history is bounded
+    (the session continues as new before it grows long).
+
+    Raises:
+        RPCError: the history cannot be read (no such session, no server).
     """
+    recorded: dict[str, ResolveInterruptInput] = {}
     handle = _handle(client, session_id)
     async for event in handle.fetch_history_events():
         if not event.HasField("workflow_execution_signaled_event_attributes"):
@@ -419,12 +424,21 @@ async def recorded_resolution(
         (value,) = await client.data_converter.decode(
             signaled.input.payloads, [ResolveInterruptInput]
         )
-        if (
-            isinstance(value, ResolveInterruptInput)
-            and value.interrupt_id == interrupt_id
-        ):
-            return value
-    return None
+        if isinstance(value, ResolveInterruptInput):
+            recorded.setdefault(value.interrupt_id, value)
+    return recorded
+
+
+async def recorded_resolution(
+    client: Client, session_id: str, interrupt_id: str
+) -> ResolveInterruptInput | None:
+    """The first resolution of `interrupt_id` recorded as a Signal in the session's run.
+
+    With no worker, recorded resolutions wait in history; the first one of an
+    interrupt applies and later ones change nothing, so a second is not sent,
+    and one of the other way is refused (it would not apply).
+    """
+    return (await recorded_resolutions(client, session_id)).get(interrupt_id)
 
 
 def _closed(err: RPCError) -> bool:
