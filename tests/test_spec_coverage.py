@@ -69,3 +69,27 @@ def test_every_cited_module_exists() -> None:
 def test_it_needs_nothing_outside_the_project() -> None:
     text = DOC.read_text()
     assert "/work/" not in text and "../shared" not in text
+
+
+_ROW = re.compile(r"^\| (C?)\d+ \|.*\| (done|differs|partial|not yet)\b[^|]* \|$")
+_SUMMARY = re.compile(
+    r"^\| (done|differs|partial|not yet) \| (\d+) \| (\d+) \| (\d+) \|$"
+)
+
+
+def test_the_summary_counts_the_rows_as_they_are() -> None:
+    counted: dict[str, list[int]] = {
+        s: [0, 0] for s in ("done", "differs", "partial", "not yet")
+    }
+    for line in DOC.read_text().splitlines():
+        if not re.match(r"^\| C?\d+ \|", line):
+            continue
+        row = _ROW.match(line)
+        assert row is not None, f"a row without a status it can count: {line[:80]}"
+        counted[row.group(2)][1 if row.group(1) else 0] += 1
+    summary = {
+        m.group(1): [int(m.group(2)), int(m.group(3)), int(m.group(4))]
+        for m in map(_SUMMARY.match, DOC.read_text().splitlines())
+        if m is not None
+    }
+    assert summary == {s: [a, b, a + b] for s, (a, b) in counted.items()}
