@@ -67,13 +67,16 @@ async def test_an_own_client_and_worker_serve_two_flows_sandboxed_beside_own_wor
     own = await _own_client(client, plugin)
     assert session_plugin(own) is plugin
     user_id = f"plugin-user-{uuid.uuid4().hex[:6]}"
-    async with Worker(
-        own,
-        task_queue=support.task_queue,
-        workflows=[UserWorkflow],
-        activities=[shout],
-        plugins=[plugin],  # also on the client: applied once
-    ):
+    # Also on the client: temporalio warns, and the plugin applies once.
+    with pytest.warns(UserWarning, match="same plugin type .*SessionPlugin"):
+        worker = Worker(
+            own,
+            task_queue=support.task_queue,
+            workflows=[UserWorkflow],
+            activities=[shout],
+            plugins=[plugin],
+        )
+    async with worker:
         sessions = SessionClient(own, support, store)
         await sessions.start(
             "plugin-support", initial_message='call create_refund {"orderId": "3"}'
