@@ -190,3 +190,24 @@ async def test_snapshot_version_must_be_an_int() -> None:
     store = InMemoryRuntimeStore()
     with pytest.raises(Exception, match="version"):
         await store.put_snapshot("s1", {"version": "2"})
+
+
+async def test_a_file_that_is_not_sqlite_is_refused_by_name_and_left_as_it_was(
+    tmp_path: Path,
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("these are notes, not a database\n" * 10)
+    expected = (
+        f"{str(notes)!r} is not a dex-agents SQLite store (the file is not an SQLite "
+        "database); pass the runtime store's own file, or a new path to create one"
+    )
+    with pytest.raises(UserError) as opened:
+        await SQLiteRuntimeStore.open(notes)
+    assert str(opened.value) == expected
+    assert isinstance(opened.value.__cause__, sqlite3.DatabaseError)
+    # The first call of a store made without `open` says the same.
+    store = SQLiteRuntimeStore(notes)
+    with pytest.raises(UserError, match="is not a dex-agents SQLite store"):
+        await store.list_snapshots()
+    await store.close()
+    assert notes.read_text() == "these are notes, not a database\n" * 10

@@ -536,6 +536,8 @@ async def open_store(target: Target, *, create: bool = False) -> RuntimeStore:
     try:
         return await open_runtime_store(target.store)
     except UserError as e:
+        if isinstance(e.__cause__, sqlite3.Error):  # said with this command's options
+            raise store_error(e.__cause__, target.store) from e
         raise CommandError(str(e)) from e
     except (OSError, sqlite3.Error) as e:
         raise store_error(e, target.store) from e

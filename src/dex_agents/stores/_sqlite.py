@@ -160,19 +160,25 @@ class SQLiteRuntimeStore(SQLStoreBase):
             isolation_level=None,
             check_same_thread=False,
         )
-        conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        with self._lock:
-            try:
+        try:
+            conn.execute(f"PRAGMA busy_timeout = {self._busy_timeout_ms}")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            with self._lock:
                 if not self._schema_ready:
                     # journal_mode is stored in the file: setting it once is enough.
                     conn.execute("PRAGMA journal_mode = WAL")
                     conn.executescript(_SCHEMA)
                     self._schema_ready = True
-            except BaseException:
-                conn.close()
-                raise
-            self._connections.append(conn)
+                self._connections.append(conn)
+        except BaseException as err:
+            conn.close()
+            if isinstance(err, sqlite3.DatabaseError) and "not a database" in str(err):
+                raise UserError(
+                    f"{str(self.path)!r} is not a dex-agents SQLite store (the file is "
+                    "not an SQLite database); pass the runtime store's own file, or a "
+                    "new path to create one"
+                ) from err
+            raise
         self._local.conn = conn
         return conn
 
