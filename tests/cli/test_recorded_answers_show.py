@@ -18,8 +18,10 @@ import pytest
 from click.testing import Result
 from temporalio.client import Client
 
+from dex_agents import NoWorkerError
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
+from dex_agents.temporal._snapshot import AgentSnapshot
 from dex_agents.testing._ledger_flow import ledger_flow
 from support.cli_harness import invoke
 from support.session_harness import approval_without_worker, ledger_config
@@ -220,4 +222,41 @@ async def test_a_recorded_spend_limit_shows_with_its_new_limit(
         )
         listed = await invoke("approvals", *target)
         assert _lines(listed) == [f"no approvals waiting in {store_path}"]
+    await store.close()
+
+
+async def test_a_recorded_answer_the_worker_refused_is_offered_again(
+    engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    # An approval of a spend limit with no new limit, recorded by a library
+    # call (the CLI refuses it first): the worker that takes it changes
+    # nothing, so the approval is no longer shown answered.
+    config = replace(ledger_config(tmp_path, flow_type), spend_limit=0.0015)
+    flow = ledger_flow(config)
+    store_path = tmp_path / "runtime.sqlite"
+    store = await SQLiteRuntimeStore.open(store_path)
+    sessions = SessionClient(client, flow, store)
+    target = ["--state-dir", str(engine.state_dir), "--store", str(store_path)]
+    sid = f"limit-refused-{uuid.uuid4().hex[:8]}"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="say one")
+        await sessions.send_and_wait(sid, "say two")  # 0.002 USD spent
+        (interrupt,) = (
+            await sessions.send_and_wait(sid, "say three")
+        ).pending_interrupts
+    iid = interrupt.interrupt_id
+    with pytest.raises(NoWorkerError) as recorded:
+        await sessions.resolve_interrupt(sid, iid, approved=True, timeout=1)
+    assert recorded.value.recorded
+    assert _row(await invoke("approvals", *target), sid).endswith("approved (recorded)")
+
+    async with create_worker(client, [flow], store=store):
+        # An Update is taken after the Signal recorded before it: once it
+        # returns, the worker has taken the recorded answer too.
+        handle = client.get_workflow_handle(sid)
+        await handle.execute_update("idle_snapshot", result_type=AgentSnapshot)
+        assert (await sessions.snapshot(sid)).status == "budget_reached"
+        listed = _lines(await invoke("approvals", *target))
+        assert "ANSWER" not in listed[0]
+        assert f"approve {sid} {iid} --spend-limit USD" in "\n".join(listed)
     await store.close()

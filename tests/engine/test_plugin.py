@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import sys
 import types
@@ -16,6 +17,7 @@ from temporalio.common import RawValue
 from temporalio.worker import Worker
 
 from dex_agents import UserError
+from dex_agents.session._lingering import linger
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import (
     SessionClient,
@@ -190,4 +192,25 @@ async def test_flows_on_two_queues_are_refused_with_the_fix(
     assert repr(one.task_queue) in message and repr(two.task_queue) in message
     assert "run one worker per queue" in message
     assert "starts a flow's sessions on the flow's" in message
+    await store.close()
+
+
+async def test_a_stopped_worker_waits_for_what_its_segments_left_running(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    # A Claude segment returns at the CLI's result and leaves the CLI exiting
+    # (`linger`); a program that stops its worker right after its last turn
+    # must not end with that exit still running (its subprocess transport would
+    # outlive the event loop: "Event loop is closed" at exit).
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    exited = asyncio.Event()
+
+    async def exiting() -> None:
+        await asyncio.sleep(0.5)  # a CLI's exit, still under way at the stop
+        exited.set()
+
+    async with create_worker(client, [flow], store=store):
+        linger(asyncio.create_task(exiting()))
+    assert exited.is_set()
     await store.close()

@@ -41,6 +41,7 @@ from ..session import (
 )
 from ..session._events import AgentEventType
 from ..session._json import JsonObject
+from ..session._lingering import linger
 from ..stores import MediaStore
 from ._definition import ClaudeCodeToolPermission
 from ._gate import ToolCallGate
@@ -572,10 +573,6 @@ class Segment:
         )
 
 
-_SHUTTING_DOWN: set[asyncio.Task[None]] = set()
-"""CLIs finishing their shutdown after their segment returned (kept referenced)."""
-
-
 def _finish_in_background(
     consumer: asyncio.Task[ResultMessage], group: CliProcessGroup
 ) -> asyncio.Task[None]:
@@ -589,8 +586,7 @@ def _finish_in_background(
             group.__exit__(None, None, None)
 
     task = asyncio.create_task(finish())
-    _SHUTTING_DOWN.add(task)
-    task.add_done_callback(_SHUTTING_DOWN.discard)
+    linger(task)  # its worker waits for it when it stops
     return task
 
 

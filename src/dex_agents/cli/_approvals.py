@@ -45,7 +45,7 @@ from ..temporal import SessionClient
 from ..temporal._activities import read_arguments
 from ..temporal._client import (
     recorded_resolution,
-    recorded_resolutions,
+    unapplied_resolutions,
     with_recent_turns,
 )
 from ..temporal._models import ResolveInterruptInput
@@ -674,7 +674,7 @@ async def recorded_answers(
     if not pending:
         return {}
     try:
-        recorded = await recorded_resolutions(client, session_id)
+        recorded = await unapplied_resolutions(client, session_id)
     except RPCError:
         return {}
     return {

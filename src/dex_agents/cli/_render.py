@@ -29,6 +29,7 @@ from ..session._policy import ToolEffect
 from ..session._records import ToolRecord
 from ..session._state import Interrupt, TurnSummary
 from ..session._usage import Usage
+from ..temporal._client import recorded_answer_text
 from ..temporal._models import ResolveInterruptInput
 from ..temporal._snapshot import AgentSnapshot
 from ._errors import suggest
@@ -356,31 +357,18 @@ def _answer_cell(row: Pending) -> Text:
     return Text(text, style="yellow")
 
 
-RECORDED_TEXT = "recorded; applies when a worker starts"
-"""How an answer no worker took yet is marked: it waits in the session's history."""
-
-
 def recorded_text(
     recorded: ResolveInterruptInput, interrupt: Interrupt, *, applies: bool = True
 ) -> str:
-    """An answer recorded for `interrupt` while no worker ran, as `show` says it.
-
-    For example `approved by ana (recorded; applies when a worker starts)`. It
-    carries a new spend limit if one was given, and a rejection's message; never
-    an edit (an edit is not recorded without a worker to check it). Without
-    `applies` it says `(recorded)` only (a table cell, with a line saying when).
-    """
-    by = f" by {recorded.resolved_by}" if recorded.resolved_by else ""
-    if recorded.approved:
-        limit = recorded.new_spend_limit
-        way = f"approved{by}" + (
-            f" with a new spend limit of {limit:.4f} USD" if limit is not None else ""
-        )
-    else:
-        way = f"{'declined' if is_budget(interrupt) else 'rejected'}{by}"
-    message = recorded.rejection_message
-    why = f": {message}" if message and not recorded.approved else ""
-    return f"{way} ({RECORDED_TEXT if applies else 'recorded'}){why}"
+    """An answer recorded for `interrupt` while no worker ran, as `show` says it."""
+    return recorded_answer_text(
+        approved=recorded.approved,
+        resolved_by=recorded.resolved_by,
+        rejection_message=recorded.rejection_message,
+        new_spend_limit=recorded.new_spend_limit,
+        budget=is_budget(interrupt),
+        applies=applies,
+    )
 
 
 def recorded_json(recorded: ResolveInterruptInput | None) -> JsonObject | None:

@@ -429,6 +429,60 @@ async def recorded_resolutions(
     return recorded
 
 
+async def unapplied_resolutions(
+    client: Client, session_id: str
+) -> dict[str, ResolveInterruptInput]:
+    """The resolutions recorded for the session that no worker has taken yet, by interrupt ID.
+
+    A recorded resolution (a Signal) is taken by the next workflow task a
+    worker runs; until one does, the session has a workflow task pending. So
+    one `describe` answers most calls: with no task pending, nothing recorded
+    waits (a running worker took it, or refused it), and the history is not
+    read. Callers keep the interrupts still pending.
+
+    Raises:
+        RPCError: the session cannot be described or its history read.
+    """
+    description = await _handle(client, session_id).describe()
+    if not description.raw_description.HasField("pending_workflow_task"):
+        return {}
+    return await recorded_resolutions(client, session_id)
+
+
+RECORDED_TEXT = "recorded; applies when a worker starts"
+"""How an answer no worker took yet is marked: it waits in the session's history."""
+
+
+def recorded_answer_text(
+    *,
+    approved: bool,
+    resolved_by: str | None,
+    rejection_message: str | None,
+    new_spend_limit: float | None,
+    budget: bool,
+    applies: bool = True,
+) -> str:
+    """An answer recorded while no worker ran, as the CLI and the web app say it.
+
+    For example `approved by ana (recorded; applies when a worker starts)`: a
+    new spend limit too, or a rejection's message (a decline's, for a `budget`
+    interrupt); never an edit, which is never recorded without a worker to
+    check it. Without `applies`, `(recorded)` only (a table cell, beside a line
+    saying when it applies).
+    """
+    by = f" by {resolved_by}" if resolved_by else ""
+    if approved:
+        way = f"approved{by}" + (
+            f" with a new spend limit of {new_spend_limit:.4f} USD"
+            if new_spend_limit is not None
+            else ""
+        )
+    else:
+        way = f"{'declined' if budget else 'rejected'}{by}"
+    why = f": {rejection_message}" if rejection_message and not approved else ""
+    return f"{way} ({RECORDED_TEXT if applies else 'recorded'}){why}"
+
+
 async def recorded_resolution(
     client: Client, session_id: str, interrupt_id: str
 ) -> ResolveInterruptInput | None:

@@ -31,6 +31,7 @@ from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunn
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
 from .._errors import UserError
+from ..session._lingering import settle
 from ..session._runner import resume_parker
 from ..stores import RuntimeStore
 from ._activities import build_activities
@@ -43,6 +44,9 @@ _SANDBOXED_MODULE = "dex_agents.temporal._workflow"
 
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 """The longest a Step's heartbeats are held back: how soon a cancel reaches it."""
+LINGER_SECONDS = 12.0
+"""Seconds a stopped worker waits for the CLIs its segments left exiting (each
+is killed 10 s after its segment returned)."""
 
 
 def passthrough_modules() -> tuple[str, ...]:
@@ -214,7 +218,19 @@ class SessionPlugin(SimplePlugin):
     async def run_worker(
         self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
     ) -> None:
-        """Run `worker`, with the worker of its parked segments' queue beside it."""
+        """Run `worker`, with the worker of its parked segments' queue beside it.
+
+        Once it stops, it waits for the CLIs its segments left exiting (each
+        bounded, then killed), so none outlives it.
+        """
+        try:
+            await self._run_worker(worker, next)
+        finally:
+            await settle(LINGER_SECONDS)
+
+    async def _run_worker(
+        self, worker: Worker, next: Callable[[Worker], Awaitable[None]]
+    ) -> None:
         queue = worker.task_queue
         parking = next_parking(self._parking, queue)
         if parking is None:

@@ -118,7 +118,11 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
     async def get_session(
         session_id: SessionPath, turns: Annotated[int, Query(ge=0, le=200)] = 20
     ) -> SessionView:
-        """The snapshot: status, the newest `turns` turns, pending approvals, usage."""
+        """The snapshot: status, the newest `turns` turns, pending approvals, usage.
+
+        Each pending interrupt's `recorded` is the answer given while no worker
+        ran (it applies when a worker starts), or null.
+        """
         return await service.view(session_id, turns)
 
     @router.post(
@@ -183,7 +187,11 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
         before: Annotated[str | None, Query(max_length=200)] = None,
     ) -> ApprovalPage:
-        """Every pending approval, of `limit` sessions at a time (oldest change last)."""
+        """Every pending approval, of `limit` sessions at a time (oldest change last).
+
+        One answered while no worker ran is still listed, with its answer as
+        `recorded` (it applies when a worker starts); `recorded` is null otherwise.
+        """
         return await service.approvals(limit, before)
 
     async def answering(

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, with_config
 
 from ..session._json import JsonObject
 from ..session._media import ImageReference
 from ..session._policy import ToolEffect
-from ..session._state import SessionStatus, TurnSummary
+from ..session._state import Interrupt, SessionStatus, TurnSummary
+from ..temporal._models import ResolveInterruptInput
 from ..temporal._snapshot import AgentSnapshot
 from ._errors import ErrorCode
 
@@ -175,15 +177,80 @@ class Started(_OfSession):
     queued: bool
 
 
+@dataclass(frozen=True, kw_only=True)
+class RecordedAnswer:
+    """An answer no worker took: recorded in the session's history, not applied yet.
+
+    It applies, once, when a worker of the session's flow starts; until then
+    the approval still waits, and another answer to it changes nothing (the
+    first recorded one is the one that applies). Never an edit: an edit needs
+    a worker to check it, so it is never recorded.
+    """
+
+    approved: bool
+    rejection_message: str | None
+    new_spend_limit: float | None
+    """The new spend limit (USD) of an approved `budget` interrupt."""
+    resolved_by: str | None
+    """Who answered: the token's name (or `dex-agents approve --as`)."""
+
+    @classmethod
+    def of(cls, resolution: ResolveInterruptInput) -> RecordedAnswer:
+        """The recorded answer of `resolution`, as its Signal carries it."""
+        return cls(
+            approved=resolution.approved,
+            rejection_message=resolution.rejection_message,
+            new_spend_limit=resolution.new_spend_limit,
+            resolved_by=resolution.resolved_by,
+        )
+
+
+@dataclass(kw_only=True)
+class PendingInterrupt(Interrupt):
+    """A pending interrupt of a snapshot, with the answer recorded for it, if any."""
+
+    recorded: RecordedAnswer | None = None
+    """The answer recorded for it while no worker ran (approve or reject answered
+    `recorded: true`): it applies when a worker starts; null when none."""
+
+
+@dataclass(kw_only=True)
+class SessionSnapshot(AgentSnapshot):
+    """A session's snapshot; each pending interrupt has `recorded`."""
+
+    pending_interrupts: list[PendingInterrupt]  # pyright: ignore[reportIncompatibleVariableOverride]
+
+    @classmethod
+    def of(
+        cls,
+        snapshot: AgentSnapshot,
+        recorded: Mapping[str, RecordedAnswer] | None = None,
+    ) -> SessionSnapshot:
+        """`snapshot` with the `recorded` answers of its pending interrupts, by ID."""
+        answers = recorded or {}
+        values = _values(snapshot)
+        values["pending_interrupts"] = [
+            PendingInterrupt(**_values(i), recorded=answers.get(i.interrupt_id))
+            for i in snapshot.pending_interrupts
+        ]
+        return cls(**values)
+
+
+def _values(instance: AgentSnapshot | Interrupt) -> dict[str, Any]:
+    """The init fields of a dataclass `instance`, by name (shallow)."""
+    return {f.name: getattr(instance, f.name) for f in fields(instance) if f.init}
+
+
 @dataclass(kw_only=True)
 class SessionView:
     """A session's snapshot.
 
     Who approved or rejected each call is in it: the `resolved_by` of the
-    turns' tool call records (and of pending interrupts once answered).
+    turns' tool call records (and of pending interrupts once answered). An
+    answer no worker took yet is each pending interrupt's `recorded`.
     """
 
-    snapshot: AgentSnapshot
+    snapshot: SessionSnapshot
 
 
 @dataclass(kw_only=True)
@@ -216,6 +283,10 @@ class Approval(_OfSession):
     """`budget`: the session reached its spend limit (`tool_name` `spend_limit`,
     `arguments` with `spent_usd` and `spend_limit_usd`); approve it with
     `new_spend_limit`, or reject it to end the turn."""
+    recorded: RecordedAnswer | None = None
+    """The answer recorded for it while no worker ran (approve or reject answered
+    `recorded: true`): it applies when a worker of the session's flow starts,
+    and the approval is listed until then; null when none."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -26,9 +26,10 @@ from ..session._events import parsed_time
 from ..session._json import JsonObject
 from ..session._state import SessionStatus
 from ..stores._cursors import cursor_before_turn
+from ..temporal._client import recorded_answer_text
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token
 from ._errors import ApiError, error_response, invalid_request, translated
-from ._models import CancelTurn, Rejection, SendMessage, SessionId
+from ._models import CancelTurn, RecordedAnswer, Rejection, SendMessage, SessionId
 from ._service import Service
 from ._tokens import Principal, Role
 
@@ -80,6 +81,20 @@ def _usd(arguments: object, key: str) -> str:
     return f"{value:.4f}" if isinstance(value, int | float) else "?"
 
 
+def _recorded_text(recorded: RecordedAnswer, kind: str) -> str:
+    """An answer recorded while no worker ran, as `dex-agents show` says it.
+
+    dex.js's `recordedText` says the same.
+    """
+    return recorded_answer_text(
+        approved=recorded.approved,
+        resolved_by=recorded.resolved_by,
+        rejection_message=recorded.rejection_message,
+        new_spend_limit=recorded.new_spend_limit,
+        budget=kind == "budget",
+    )
+
+
 def _path(value: object) -> str:
     """`value` as one URL path segment."""
     return quote(str(value), safe="")
@@ -110,6 +125,7 @@ def templates() -> jinja2.Environment:
     filters["usd"] = _usd
     filters["age"] = _age
     filters["path"] = _path
+    filters["recorded_text"] = _recorded_text
     return env
 
 

@@ -9,6 +9,7 @@ hangs because no worker runs.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from ..session._state import SessionStatus, TurnSummary, call_fields
 from ..stores import RuntimeStore
 from ..stores._cursors import cursor_before_turn
 from ..temporal import SessionClient
-from ..temporal._client import with_recent_turns
+from ..temporal._client import unapplied_resolutions, with_recent_turns
 from ..temporal._flow import AgentSessionFlow
 from ..temporal._snapshot import AgentSnapshot
 from ._errors import ApiError, images_not_supported, translated
@@ -42,10 +43,12 @@ from ._models import (
     EndSession,
     HistoryPage,
     Queued,
+    RecordedAnswer,
     Rejection,
     Resolution,
     SendMessage,
     SessionPage,
+    SessionSnapshot,
     SessionSummary,
     SessionView,
     Started,
@@ -59,6 +62,7 @@ ClientSource = Client | Callable[[], Awaitable[Client]]
 _SNAPSHOT = TypeAdapter(AgentSnapshot)
 _TURN = TypeAdapter(TurnSummary)
 _T = TypeVar("_T")
+_log = logging.getLogger(__name__)
 _GAVE_UP = (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError)
 """What a call cut short by its deadline raises (Temporal turns the cancelled
 wait for an Update into its own error)."""
@@ -193,7 +197,7 @@ class Service:
                         f"{self.options.wait_timeout:g} s; it goes on: follow its "
                         "events, or read its snapshot later",
                     ) from None
-                return SessionView(snapshot=snapshot)
+                return SessionView(snapshot=SessionSnapshot.of(snapshot))
             queued = await self._in_time(
                 sessions.send_user_message(session_id, body.text, images),
                 f"the message to session {session_id!r}",
@@ -243,11 +247,19 @@ class Service:
             ) from None
 
     async def view(self, session_id: str, turns: int) -> SessionView:
-        """The snapshot with its `turns` most recent turns (who decided is in it)."""
+        """The snapshot with its `turns` most recent turns (who decided is in it).
+
+        Each pending interrupt carries the answer recorded for it while no
+        worker ran (`recorded`), read from the session's history only when an
+        approval waits.
+        """
         sessions = await self.sessions()
         with translated(session_id):
             snapshot = await sessions.snapshot(session_id, turns=turns)
-        return SessionView(snapshot=snapshot)
+        recorded = await self._recorded([snapshot])
+        return SessionView(
+            snapshot=SessionSnapshot.of(snapshot, recorded.get(session_id))
+        )
 
     async def history(
         self, session_id: str, before: int | None, limit: int
@@ -336,12 +348,15 @@ class Service:
             ]
         rows.sort(key=lambda row: str(row.get("updated_at") or ""), reverse=True)
         rows = rows[:limit]
+        snapshots = [
+            await with_recent_turns(_SNAPSHOT.validate_python(row), self.store, turns=0)
+            for row in rows
+        ]
+        recorded = await self._recorded(snapshots)
         now = datetime.now(UTC)
         approvals: list[Approval] = []
-        for row in rows:
-            snapshot = await with_recent_turns(
-                _SNAPSHOT.validate_python(row), self.store, turns=0
-            )
+        for snapshot in snapshots:
+            answers = recorded.get(snapshot.session_id, {})
             approvals.extend(
                 Approval(
                     session_id=snapshot.session_id,
@@ -353,11 +368,66 @@ class Service:
                     age_seconds=_age(i.created_at, now),
                     at_least_once=i.at_least_once,
                     kind=i.kind,
+                    recorded=answers.get(i.interrupt_id),
                 )
                 for i in snapshot.pending_interrupts
             )
         next_before = str(rows[-1]["session_id"]) if len(rows) == limit else None
         return ApprovalPage(approvals=approvals, next_before=next_before)
+
+    async def _recorded(
+        self, snapshots: Sequence[AgentSnapshot]
+    ) -> dict[str, dict[str, RecordedAnswer]]:
+        """The answers recorded while no worker ran, by session ID, then interrupt ID.
+
+        An answer no worker took waits in the session's history as a Signal and
+        applies when a worker starts; until then the approval is still pending.
+        Only sessions with an approval waiting have their history read,
+        `_HISTORY_READS` at a time; one that cannot be read has none (the
+        request does not fail for it).
+        """
+        waiting = [
+            s for s in snapshots if any(not i.resolved for i in s.pending_interrupts)
+        ]
+        if not waiting:
+            return {}
+        reads = asyncio.Semaphore(_HISTORY_READS)
+
+        async def answers(snapshot: AgentSnapshot) -> dict[str, RecordedAnswer]:
+            async with reads:
+                return await self._recorded_answers(snapshot)
+
+        found = await asyncio.gather(*map(answers, waiting))
+        return {
+            s.session_id: answered
+            for s, answered in zip(waiting, found, strict=True)
+            if answered
+        }
+
+    async def _recorded_answers(
+        self, snapshot: AgentSnapshot
+    ) -> dict[str, RecordedAnswer]:
+        """The first answer recorded for each pending interrupt of `snapshot`, by ID."""
+        session_id = snapshot.session_id
+        pending = {
+            i.interrupt_id for i in snapshot.pending_interrupts if not i.resolved
+        }
+        try:
+            client = await self.client()
+            async with asyncio.timeout(_HISTORY_READ_SECONDS):
+                resolutions = await unapplied_resolutions(client, session_id)
+        except Exception as err:  # a read that fails shows no answer, never an error
+            _log.warning(
+                "cannot read the answers recorded in session %r's history: %s",
+                session_id,
+                err or type(err).__name__,
+            )
+            return {}
+        return {
+            interrupt_id: RecordedAnswer.of(resolution)
+            for interrupt_id, resolution in resolutions.items()
+            if interrupt_id in pending
+        }
 
     async def resolve(
         self,
@@ -447,6 +517,10 @@ _WAITING: tuple[SessionStatus, ...] = ("waiting_for_approval", "budget_reached")
 """Statuses of a session with an approval waiting (a tool call's, or a spend limit's)."""
 _ANSWER_TURNS = 5
 """Turns back from the newest whose events `_earlier_answer` reads."""
+_HISTORY_READS = 16
+"""Session histories one request reads at once (for their recorded answers)."""
+_HISTORY_READ_SECONDS = 5.0
+"""Seconds a history read may take before its session shows no recorded answer."""
 
 
 def _summary(snapshot: AgentSnapshot) -> SessionSummary:

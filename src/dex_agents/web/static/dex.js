@@ -78,6 +78,23 @@
     return `spend limit reached: ${usd(a.spent_usd)} of ${usd(a.spend_limit_usd)} USD spent`;
   }
 
+  // An answer no worker took yet (`recorded`: recorded in the session's history,
+  // it applies when a worker starts), as the server's `recorded_text` says it.
+  const RECORDED = "recorded; applies when a worker starts";
+  function recordedText(r, kind) {
+    const by = r.resolved_by ? ` by ${r.resolved_by}` : "";
+    const limit = typeof r.new_spend_limit === "number" ? ` with a new spend limit of ${usd(r.new_spend_limit)} USD` : "";
+    const way = r.approved ? `approved${by}${limit}` : `${kind === "budget" ? "declined" : "rejected"}${by}`;
+    const why = !r.approved && r.rejection_message ? `: ${r.rejection_message}` : "";
+    return `${way} (${RECORDED})${why}`;
+  }
+
+  // A recorded answer in place of a row's or a card's forms (nobody answers it again).
+  function showRecorded(container, cell, r, kind) {
+    cell.replaceChildren(el("span", { class: `decided-by recorded ${r.approved ? "approved" : "rejected"}` }, recordedText(r, kind)));
+    container.classList.add("recorded");
+  }
+
   // The budget form's new limit, or why it cannot be sent (checked before sending).
   function parseLimit(text, spent) {
     const value = Number(String(text).trim());
@@ -153,6 +170,13 @@
         const path = approvalPath(sessionId, interruptId, decision === "reject" ? "reject" : "approve");
         try {
           const result = await post(path, body);
+          if (result.recorded) {
+            // No worker took it: recorded, it applies when one starts.
+            const answer = { approved: result.approved, resolved_by: result.by, rejection_message: body.message || null, new_spend_limit: decision === "budget" ? body.new_spend_limit : null };
+            // Still pending (the list shows it until a worker applies it), now answered.
+            showRecorded(container, cell, answer, container.getAttribute("data-kind"));
+            return;
+          }
           const verb = result.approved ? "approved" : "rejected";
           let how = decision === "edit" ? "approved with an edited input" : verb;
           if (decision === "budget") how = `limit raised to ${usd(body.new_spend_limit)} USD`;
@@ -242,9 +266,10 @@
         : el("td", {}, el("span", { class: `effect effect-${a.effect}` }, a.effect));
       if (a.at_least_once) effect.append(" ", el("span", { class: "warn" }, "at least once"));
       const decide = el("td", { class: "decide" });
-      if (mayApprove) decide.append(...decisionForms(a.session_id, a.interrupt_id, "inbox", a.arguments, a.kind));
+      if (a.recorded) decide.append(el("span", { class: `decided-by recorded ${a.recorded.approved ? "approved" : "rejected"}` }, recordedText(a.recorded, a.kind)));
+      else if (mayApprove) decide.append(...decisionForms(a.session_id, a.interrupt_id, "inbox", a.arguments, a.kind));
       else decide.append(el("span", { class: "hint" }, "needs the approve role"));
-      const tr = el("tr", { class: budget ? "approval budget" : "approval", "data-interrupt-id": a.interrupt_id, "data-session-id": a.session_id, "data-kind": a.kind || "tool_call" },
+      const tr = el("tr", { class: (budget ? "approval budget" : "approval") + (a.recorded ? " recorded" : ""), "data-interrupt-id": a.interrupt_id, "data-session-id": a.session_id, "data-kind": a.kind || "tool_call" },
         el("td", {}, link),
         el("td", { class: "tool" }, budget ? "spend limit" : a.tool_name),
         effect,
@@ -270,6 +295,10 @@
         for (const a of page.approvals) {
           const found = body.querySelector(`tr[data-interrupt-id="${CSS.escape(a.interrupt_id)}"]`);
           if (!found) body.append(row(a));
+          else if (a.recorded && !found.classList.contains("recorded") && !found.classList.contains("decided")) {
+            // Answered elsewhere while no worker ran: its forms give way to the answer.
+            showRecorded(found, found.querySelector("td.decide"), a.recorded, a.kind);
+          }
         }
         for (const cell of body.querySelectorAll("td.age")) cell.textContent = age(cell.getAttribute("data-created"));
         const waiting = body.querySelectorAll("tr.approval:not(.decided)").length;
@@ -293,6 +322,21 @@
     const status = document.getElementById("session-status");
     const stop = document.getElementById("stop-turn");
     const BUSY = new Set(["running", "waiting_for_approval", "budget_reached"]);
+    // Answers no worker took yet, by interrupt ID (the server's text): shown on their cards.
+    const recorded = new Map();
+    for (const li of document.querySelectorAll("#recorded-answers li")) {
+      recorded.set(li.getAttribute("data-interrupt-id"), { text: li.textContent, approved: li.getAttribute("data-approved") === "yes" });
+    }
+
+    function recordedAnswer(card, id) {
+      const answer = recorded.get(id);
+      if (!answer) return false;
+      card.querySelector(".decide").replaceChildren(
+        el("span", { class: `decided-by recorded ${answer.approved ? "approved" : "rejected"}` }, answer.text));
+      for (const hint of card.querySelectorAll("p.hint")) hint.remove();
+      card.classList.add("recorded");
+      return true;
+    }
 
     function setStatus(value) {
       status.textContent = value;
@@ -384,7 +428,7 @@
           el("p", { class: "budget" }, budgetText(e.data.arguments)),
           el("p", { class: "hint" }, "Raise the limit to go on, or decline to end the turn."),
           forms);
-        decideInPlace(card, sessionId, id);
+        if (!recordedAnswer(card, id)) decideInPlace(card, sessionId, id);
         article.querySelector(".calls").after(card);
         return;
       }
@@ -394,7 +438,7 @@
           el("span", { class: `effect effect-${e.data.effect}` }, e.data.effect || ""), ")?"),
         el("pre", { class: "input" }, e.data.arguments_ref ? "(a long input: read it from the session's JSON)" : pretty(e.data.arguments || {})),
         forms);
-      decideInPlace(card, sessionId, id);
+      if (!recordedAnswer(card, id)) decideInPlace(card, sessionId, id);
       article.querySelector(".calls").after(card);
     }
 
