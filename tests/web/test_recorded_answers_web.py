@@ -128,6 +128,21 @@ async def test_a_recorded_approval_is_listed_answered_until_a_worker_applies_it(
             APPROVED_BY_APPROVER,
         )
         assert waiting.ledger.count("create_refund_started") == 0
+        # A rejection after it is not recorded: the approval applies first.
+        rejected = await rig.http.post(
+            approve_path(sid, iid).removesuffix("approve") + "reject",
+            json={"message": "no"},
+            headers=bearer("approve"),
+        )
+        assert rejected.status_code == 409, rejected.text
+        error = rejected.json()["error"]
+        assert error["code"] == "already_resolved"
+        assert (
+            "an approval of it is already recorded and applies first when a worker "
+            "starts, so this one was not recorded"
+        ) in error["message"]
+        assert error["message"].endswith("; nothing changed")
+        assert (await listed(rig))[sid]["recorded"] == APPROVED_BY_APPROVER
 
         async with create_worker(client, [waiting.flow], store=waiting.store):
             done = await waiting.sessions.wait_for_idle(sid, timeout=30)

@@ -151,6 +151,9 @@ def translate(err: Exception, session_id: str = "") -> ApiError | None:
             return images_not_supported(session_id)
         case UserError():
             return ApiError(400, "invalid_request", str(err))
+        case NoWorkerError() if err.superseded is not None:
+            # An answer the other way is recorded first: this one would not apply.
+            return ApiError(409, "already_resolved", f"{err}; nothing changed")
         case NoWorkerError():
             return ApiError(503, "no_worker", str(err))
         case IdleTimeoutError():
