@@ -20,6 +20,7 @@ from playwright.async_api import Browser, expect
 from temporalio.client import Client
 from temporalio.service import RPCError
 
+from dex_agents import NoWorkerError
 from dex_agents.temporal import create_worker
 from dex_agents.web import create_app
 from dex_agents.web._server import serving
@@ -208,3 +209,30 @@ async def test_the_inbox_and_the_session_page_show_a_recorded_answer_instead_of_
             await expect(row).to_have_count(0)
         assert waiting.ledger.count("create_refund_started") == 1
         assert dialogs == []
+
+
+async def test_a_session_view_shows_an_answer_recorded_elsewhere_at_once(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    # Lists reuse what they found for a while (an inbox polls every second);
+    # the session's own view asks again each time.
+    waiting = await approval_without_worker(
+        client, tmp_path, flow_type, "web-recorded-elsewhere", order_id="6"
+    )
+    sid, iid = waiting.sid, waiting.interrupt_id
+    async with workerless_rig(client, waiting, tmp_path) as rig:
+        assert (await listed(rig))[sid]["recorded"] is None
+        with pytest.raises(NoWorkerError) as recorded:
+            await waiting.sessions.resolve_interrupt(
+                sid, iid, approved=False, rejection_message="wrong order",
+                resolved_by="cli-user", timeout=1,
+            )  # fmt: skip
+        assert recorded.value.recorded
+        view = await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))
+        (pending,) = view.json()["snapshot"]["pending_interrupts"]
+        assert pending["recorded"] == {
+            "approved": False,
+            "rejection_message": "wrong order",
+            "new_spend_limit": None,
+            "resolved_by": "cli-user",
+        }

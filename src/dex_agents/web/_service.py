@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from temporalio.client import (
     WorkflowExecutionStatus,
     WorkflowUpdateRPCTimeoutOrCancelledError,
 )
+from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import UnknownSessionError
 from ..session._events import parsed_time
@@ -96,6 +98,8 @@ class Service:
         self.flows = {f.flow_type: f for f in flows}
         self.store = store
         self.options = options
+        self._recorded_seen: dict[str, tuple[float, dict[str, RecordedAnswer]]] = {}
+        """Recorded answers looked up for a list, by session: (when, answers)."""
 
     async def client(self) -> Client:
         """The Temporal client, connected on first use in this event loop."""
@@ -256,7 +260,7 @@ class Service:
         sessions = await self.sessions()
         with translated(session_id):
             snapshot = await sessions.snapshot(session_id, turns=turns)
-        recorded = await self._recorded([snapshot])
+        recorded = await self._recorded([snapshot], fresh=True)
         return SessionView(
             snapshot=SessionSnapshot.of(snapshot, recorded.get(session_id))
         )
@@ -376,26 +380,41 @@ class Service:
         return ApprovalPage(approvals=approvals, next_before=next_before)
 
     async def _recorded(
-        self, snapshots: Sequence[AgentSnapshot]
+        self, snapshots: Sequence[AgentSnapshot], *, fresh: bool = False
     ) -> dict[str, dict[str, RecordedAnswer]]:
         """The answers recorded while no worker ran, by session ID, then interrupt ID.
 
         An answer no worker took waits in the session's history as a Signal and
         applies when a worker starts; until then the approval is still pending.
-        Only sessions with an approval waiting have their history read,
+        Only sessions with an approval waiting are asked (`unapplied_resolutions`:
+        one `describe`, and the history only while a workflow task is pending),
         `_HISTORY_READS` at a time; one that cannot be read has none (the
-        request does not fail for it).
+        request does not fail for it). A list polled every second reuses what
+        it found for `_RECORDED_SECONDS` (unless `fresh`), so the engine is
+        asked about each waiting session at most that often, however many
+        inboxes are open; an answer this app records is seen at once.
         """
         waiting = [
             s for s in snapshots if any(not i.resolved for i in s.pending_interrupts)
         ]
         if not waiting:
             return {}
+        now = time.monotonic()
+        seen = self._recorded_seen
+        for session_id in [
+            k for k, (at, _) in seen.items() if now - at > _RECORDED_SECONDS
+        ]:
+            del seen[session_id]
         reads = asyncio.Semaphore(_HISTORY_READS)
 
         async def answers(snapshot: AgentSnapshot) -> dict[str, RecordedAnswer]:
+            known = seen.get(snapshot.session_id)
+            if known is not None and not fresh:
+                return known[1]
             async with reads:
-                return await self._recorded_answers(snapshot)
+                found = await self._recorded_answers(snapshot)
+            seen[snapshot.session_id] = (time.monotonic(), found)
+            return found
 
         found = await asyncio.gather(*map(answers, waiting))
         return {
@@ -416,6 +435,14 @@ class Service:
             client = await self.client()
             async with asyncio.timeout(_HISTORY_READ_SECONDS):
                 resolutions = await unapplied_resolutions(client, session_id)
+        except RPCError as err:
+            if err.status != RPCStatusCode.NOT_FOUND:
+                _log.warning(
+                    "cannot read the answers recorded in session %r's history: %s",
+                    session_id,
+                    err,
+                )
+            return {}  # not known to Temporal: nothing can be recorded for it
         except Exception as err:  # a read that fails shows no answer, never an error
             _log.warning(
                 "cannot read the answers recorded in session %r's history: %s",
@@ -472,6 +499,7 @@ class Service:
                 raise
             # Recorded in the session's history: it applies when a worker runs.
             changed, recorded = False, True
+            self._recorded_seen.pop(session_id, None)  # listed as recorded at once
         if not changed and not recorded:
             who = await self._earlier_answer(session_id, interrupt_id)
             raise ApiError(
@@ -519,6 +547,8 @@ _ANSWER_TURNS = 5
 """Turns back from the newest whose events `_earlier_answer` reads."""
 _HISTORY_READS = 16
 """Session histories one request reads at once (for their recorded answers)."""
+_RECORDED_SECONDS = 10.0
+"""Seconds a list reuses the recorded answers it found for a session."""
 _HISTORY_READ_SECONDS = 5.0
 """Seconds a history read may take before its session shows no recorded answer."""
 
