@@ -28,16 +28,13 @@ import shlex
 import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 import temporalio.runtime
 from rich.text import Text
-from temporalio.api.enums.v1 import TaskQueueType
-from temporalio.api.taskqueue.v1 import TaskQueue
-from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -46,6 +43,7 @@ from ..stores import RuntimeStore
 from ..stores._open import is_database_url, open_runtime_store, redacted_store
 from ..temporal import EngineConfig, open_engine
 from ..temporal._engine import resolve_state_dir
+from ..temporal._pollers import worker_seen as worker_seen
 from ._errors import (
     DEBUG_ENV,
     BadArgumentError,
@@ -62,9 +60,6 @@ _RECORD_FILE = "engine.json"
 _CONNECT_TIMEOUT = timedelta(seconds=5)
 _HEALTH_TIMEOUT = timedelta(seconds=1)
 """A health check answers in milliseconds; a closed port fails at once."""
-_POLLER_FRESHNESS = timedelta(seconds=90)
-"""A worker re-polls at least once a minute (Temporal's long-poll limit), so a
-poller last seen longer ago than this has stopped."""
 
 
 def start_hint() -> str:
@@ -647,28 +642,6 @@ def unknown_session(session_id: str, conn: Connection | None = None) -> CommandE
     return CommandError(
         f"unknown session {session_id!r}{where}; list sessions with "
         f"`{suggest('sessions')}`"
-    )
-
-
-async def worker_seen(client: Client, task_queue: str) -> bool:
-    """Whether a worker polled `task_queue` recently.
-
-    Temporal lists pollers for minutes after they stop, so only recent polls
-    count. A worker that stopped under a minute ago still counts: callers keep
-    a deadline on the RPC itself too.
-    """
-    response = await client.workflow_service.describe_task_queue(
-        DescribeTaskQueueRequest(
-            namespace=client.namespace,
-            task_queue=TaskQueue(name=task_queue),
-            task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-        ),
-        timeout=_CONNECT_TIMEOUT,
-    )
-    now = datetime.now(UTC)
-    return any(
-        now - p.last_access_time.ToDatetime(tzinfo=UTC) < _POLLER_FRESHNESS
-        for p in response.pollers
     )
 
 

@@ -34,6 +34,7 @@ from ..stores._cursors import cursor_before_turn
 from ..temporal import SessionClient
 from ..temporal._client import unapplied_resolutions, with_recent_turns
 from ..temporal._flow import AgentSessionFlow
+from ..temporal._pollers import worker_seen
 from ..temporal._snapshot import AgentSnapshot
 from ._errors import ApiError, images_not_supported, translated
 from ._models import (
@@ -100,6 +101,8 @@ class Service:
         self.options = options
         self._recorded_seen: dict[str, tuple[float, dict[str, RecordedAnswer]]] = {}
         """Recorded answers looked up for a list, by session: (when, answers)."""
+        self._refreshing: asyncio.Task[None] | None = None
+        """The background lookup of recorded answers for a list, while it runs."""
 
     async def client(self) -> Client:
         """The Temporal client, connected on first use in this event loop."""
@@ -389,48 +392,107 @@ class Service:
         Only sessions with an approval waiting are asked (`unapplied_resolutions`:
         one `describe`, and the history only while a workflow task is pending),
         `_HISTORY_READS` at a time; one that cannot be read has none (the
-        request does not fail for it). A list polled every second reuses what
-        it found for `_RECORDED_SECONDS` (unless `fresh`), so the engine is
-        asked about each waiting session at most that often, however many
-        inboxes are open; an answer this app records is seen at once.
+        request does not fail for it).
+
+        With `fresh` (a session's own view) they are asked now. A list, which an
+        open inbox polls every second, answers from what was found before and
+        asks again in the background about sessions not asked for
+        `_RECORDED_SECONDS`: a listing never waits for the engine, and the
+        engine is asked about each waiting session at most that often, however
+        many inboxes are open. An answer this app records is known at once.
         """
         waiting = [
             s for s in snapshots if any(not i.resolved for i in s.pending_interrupts)
         ]
         if not waiting:
             return {}
+        if fresh:
+            await self._ask_recorded([s.session_id for s in waiting])
+        else:
+            self._refresh_recorded(waiting)
+        found: dict[str, dict[str, RecordedAnswer]] = {}
+        for snapshot in waiting:
+            known = self._recorded_seen.get(snapshot.session_id)
+            answers = {
+                i.interrupt_id: known[1][i.interrupt_id]
+                for i in snapshot.pending_interrupts
+                if known is not None and not i.resolved and i.interrupt_id in known[1]
+            }
+            if answers:
+                found[snapshot.session_id] = answers
+        return found
+
+    def _refresh_recorded(self, waiting: Sequence[AgentSnapshot]) -> None:
+        """Ask again, in the background, about the sessions not asked for a while."""
+        if self._refreshing is not None and not self._refreshing.done():
+            return  # one refresh at a time; the next listing asks for the rest
         now = time.monotonic()
         seen = self._recorded_seen
         for session_id in [
-            k for k, (at, _) in seen.items() if now - at > _RECORDED_SECONDS
+            k for k, (at, _) in seen.items() if now - at > 3 * _RECORDED_SECONDS
         ]:
-            del seen[session_id]
+            del seen[session_id]  # a session no longer listed
+        stale = [
+            s
+            for s in waiting
+            if s.session_id not in seen
+            or now - seen[s.session_id][0] > _RECORDED_SECONDS
+        ]
+        if stale:
+            self._refreshing = asyncio.create_task(self._ask_unserved(stale))
+
+    async def _ask_unserved(self, stale: Sequence[AgentSnapshot]) -> None:
+        """Ask about the sessions whose flow no worker serves now.
+
+        A worker that runs takes a recorded answer at once, so only while none
+        polls a flow's task queue can one wait (and for a minute or so after
+        the last one stopped, the queue still counts as served: an answer
+        recorded elsewhere then shows once that minute is over, or on the
+        session's own view). One `describe_task_queue` per flow, then one
+        `describe` per session of an unserved flow.
+        """
+        client = await self.client()
+        queues = {
+            flow.task_queue
+            for s in stale
+            if (flow := self.flows.get(s.flow_type)) is not None
+        }
+        served: set[str] = set()
+        for queue in queues:
+            try:
+                if await worker_seen(client, queue):
+                    served.add(queue)
+            except RPCError as err:
+                _log.warning("cannot tell whether a worker serves %r: %s", queue, err)
+        now = time.monotonic()
+        for s in stale:
+            flow = self.flows.get(s.flow_type)
+            if flow is None or flow.task_queue in served:
+                # Served (or not this app's flow): nothing waits; asked again later.
+                known = self._recorded_seen.get(s.session_id)
+                self._recorded_seen[s.session_id] = (now, known[1] if known else {})
+        await self._ask_recorded(
+            [
+                s.session_id
+                for s in stale
+                if (flow := self.flows.get(s.flow_type)) is not None
+                and flow.task_queue not in served
+            ]
+        )
+
+    async def _ask_recorded(self, session_ids: Sequence[str]) -> None:
+        """Ask about each session's unapplied answers, `_HISTORY_READS` at a time."""
         reads = asyncio.Semaphore(_HISTORY_READS)
 
-        async def answers(snapshot: AgentSnapshot) -> dict[str, RecordedAnswer]:
-            known = seen.get(snapshot.session_id)
-            if known is not None and not fresh:
-                return known[1]
+        async def ask(session_id: str) -> None:
             async with reads:
-                found = await self._recorded_answers(snapshot)
-            seen[snapshot.session_id] = (time.monotonic(), found)
-            return found
+                answers = await self._recorded_answers(session_id)
+            self._recorded_seen[session_id] = (time.monotonic(), answers)
 
-        found = await asyncio.gather(*map(answers, waiting))
-        return {
-            s.session_id: answered
-            for s, answered in zip(waiting, found, strict=True)
-            if answered
-        }
+        await asyncio.gather(*map(ask, session_ids))
 
-    async def _recorded_answers(
-        self, snapshot: AgentSnapshot
-    ) -> dict[str, RecordedAnswer]:
-        """The first answer recorded for each pending interrupt of `snapshot`, by ID."""
-        session_id = snapshot.session_id
-        pending = {
-            i.interrupt_id for i in snapshot.pending_interrupts if not i.resolved
-        }
+    async def _recorded_answers(self, session_id: str) -> dict[str, RecordedAnswer]:
+        """The first answer recorded for each interrupt no worker took yet, by ID."""
         try:
             client = await self.client()
             async with asyncio.timeout(_HISTORY_READ_SECONDS):
@@ -453,7 +515,6 @@ class Service:
         return {
             interrupt_id: RecordedAnswer.of(resolution)
             for interrupt_id, resolution in resolutions.items()
-            if interrupt_id in pending
         }
 
     async def resolve(
@@ -499,7 +560,7 @@ class Service:
                 raise
             # Recorded in the session's history: it applies when a worker runs.
             changed, recorded = False, True
-            self._recorded_seen.pop(session_id, None)  # listed as recorded at once
+            await self._ask_recorded([session_id])  # listed as recorded at once
         if not changed and not recorded:
             who = await self._earlier_answer(session_id, interrupt_id)
             raise ApiError(
