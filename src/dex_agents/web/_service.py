@@ -451,7 +451,11 @@ class Service:
         session's own view). One `describe_task_queue` per flow, then one
         `describe` per session of an unserved flow.
         """
-        client = await self.client()
+        try:
+            client = await self.client()
+        except Exception as err:  # the listing answered already; log, ask later
+            _log.warning("cannot reach Temporal for recorded answers: %s", err)
+            return
         queues = {
             flow.task_queue
             for s in stale
