@@ -250,8 +250,9 @@ class NoWorkerError(EngineError):
     session's history (a Signal, kept with no worker running), so it applies
     as soon as a worker runs the session (if the session still waits on that
     interrupt); False for a wait, which recorded nothing (call it again once a
-    worker runs), and for a resolution that an earlier recorded one of the
-    other way overrides (`superseded` says which: the first one applies).
+    worker runs), and for a resolution that an earlier recorded one overrides:
+    one of the other way, or an approval with another spend limit
+    (`superseded` says which, such as `an approval`: the first one applies).
     A request that was not recorded (an edited approval, a cancel, an end)
     carries an expiry: the server's copy is refused if a worker takes it later,
     so it never applies after this error said it did not.
@@ -268,8 +269,8 @@ class NoWorkerError(EngineError):
     ) -> None:
         if superseded is not None:
             outcome = (
-                f"{superseded} of it is already recorded and applies first when a "
-                "worker starts, so this one was not recorded"
+                f"{superseded} is already recorded for it and applies first when "
+                "a worker starts, so this one was not recorded"
             )
         elif recorded:
             outcome = (

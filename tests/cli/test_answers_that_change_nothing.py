@@ -7,18 +7,14 @@ not recorded, so `approve` says so and exits 4 instead of claiming it applies.
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from temporalio.client import Client
 
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
-from dex_agents.testing._ledger_flow import ledger_flow
+from dex_agents.temporal import EmbeddedEngine, create_worker
 from support.cli_harness import assert_one_line_error, invoke
-from support.session_harness import ledger_config
+from support.session_harness import budget_paused_without_worker
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
@@ -26,20 +22,17 @@ pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 async def test_a_second_spend_limit_with_no_worker_is_refused_and_the_first_applies(
     engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = replace(ledger_config(tmp_path, flow_type), spend_limit=0.0015)
-    flow = ledger_flow(config)
-    store_path = tmp_path / "runtime.sqlite"
-    store = await SQLiteRuntimeStore.open(store_path)
-    sessions = SessionClient(client, flow, store)
-    target = ["--state-dir", str(engine.state_dir), "--store", str(store_path)]
-    sid = f"limit-later-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message="say one")
-        await sessions.send_and_wait(sid, "say two")  # 0.002 USD spent
-        snap = await sessions.send_and_wait(sid, "say three")
-        (interrupt,) = snap.pending_interrupts
-        assert interrupt.kind == "budget"
-    iid = interrupt.interrupt_id
+    paused = await budget_paused_without_worker(
+        client, tmp_path, flow_type, "limit-later"
+    )
+    flow, store, sessions, sid, iid = (
+        paused.flow,
+        paused.store,
+        paused.sessions,
+        paused.sid,
+        paused.interrupt_id,
+    )
+    target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
 
     first = await invoke(
         "approve", sid, iid, "--spend-limit", "0.01", "--timeout", "1", *target
@@ -55,8 +48,8 @@ async def test_a_second_spend_limit_with_no_worker_is_refused_and_the_first_appl
     )
     assert_one_line_error(
         other,
-        f"an approval of {iid} (session {sid!r}) with a new spend limit of 0.0100 "
-        "USD is already recorded and applies first when a worker starts; this "
+        f"{iid} (session {sid!r}) already has an approval with a new spend limit "
+        "of 0.0100 USD recorded, which applies first when a worker starts; this "
         "`--spend-limit 0.05` was not recorded, and nothing changed",
         "`dex-agents worker --agent module:flow --state-dir",
         exit_code=4,

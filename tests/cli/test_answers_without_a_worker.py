@@ -39,9 +39,7 @@ async def test_approve_with_no_worker_is_recorded_and_the_write_runs_once(
     # The other way, it would change nothing: it is refused (exit code 4).
     other = await invoke("reject", sid, iid, "--timeout", "0.5", *target)
     assert other.exit_code == 4, other.output
-    assert f"an approval of {iid} (session {sid!r}) is already recorded" in (
-        other.stderr
-    )
+    assert f"{iid} (session {sid!r}) already has an approval recorded" in (other.stderr)
     assert "this reject was not recorded" in other.stderr
     assert ledger.count("create_refund_started") == 0
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,12 +17,13 @@ from click.testing import Result
 from temporalio.client import Client
 
 from dex_agents import NoWorkerError
-from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import EmbeddedEngine, SessionClient, create_worker
+from dex_agents.temporal import EmbeddedEngine, create_worker
 from dex_agents.temporal._snapshot import AgentSnapshot
-from dex_agents.testing._ledger_flow import ledger_flow
 from support.cli_harness import invoke
-from support.session_harness import approval_without_worker, ledger_config
+from support.session_harness import (
+    approval_without_worker,
+    budget_paused_without_worker,
+)
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
@@ -168,20 +167,12 @@ async def test_a_recorded_rejection_shows_as_rejected_and_the_write_never_runs(
 async def test_a_recorded_spend_limit_shows_with_its_new_limit(
     engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    config = replace(ledger_config(tmp_path, flow_type), spend_limit=0.0015)
-    flow = ledger_flow(config)
-    store_path = tmp_path / "runtime.sqlite"
-    store = await SQLiteRuntimeStore.open(store_path)
-    sessions = SessionClient(client, flow, store)
+    paused = await budget_paused_without_worker(
+        client, tmp_path, flow_type, "limit-shown"
+    )
+    flow, store, sessions = paused.flow, paused.store, paused.sessions
+    sid, iid, store_path = paused.sid, paused.interrupt_id, paused.store.path
     target = ["--state-dir", str(engine.state_dir), "--store", str(store_path)]
-    sid = f"limit-shown-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message="say one")
-        await sessions.send_and_wait(sid, "say two")  # 0.002 USD spent
-        snap = await sessions.send_and_wait(sid, "say three")
-        (interrupt,) = snap.pending_interrupts
-        assert interrupt.kind == "budget"
-    iid = interrupt.interrupt_id
 
     result = await invoke(
         "approve", sid, iid, "--spend-limit", "0.01", "--as", "ana", "--timeout",
@@ -231,20 +222,12 @@ async def test_a_recorded_answer_the_worker_refused_is_offered_again(
     # An approval of a spend limit with no new limit, recorded by a library
     # call (the CLI refuses it first): the worker that takes it changes
     # nothing, so the approval is no longer shown answered.
-    config = replace(ledger_config(tmp_path, flow_type), spend_limit=0.0015)
-    flow = ledger_flow(config)
-    store_path = tmp_path / "runtime.sqlite"
-    store = await SQLiteRuntimeStore.open(store_path)
-    sessions = SessionClient(client, flow, store)
-    target = ["--state-dir", str(engine.state_dir), "--store", str(store_path)]
-    sid = f"limit-refused-{uuid.uuid4().hex[:8]}"
-    async with create_worker(client, [flow], store=store):
-        await sessions.start(sid, initial_message="say one")
-        await sessions.send_and_wait(sid, "say two")  # 0.002 USD spent
-        (interrupt,) = (
-            await sessions.send_and_wait(sid, "say three")
-        ).pending_interrupts
-    iid = interrupt.interrupt_id
+    paused = await budget_paused_without_worker(
+        client, tmp_path, flow_type, "limit-refused"
+    )
+    flow, store, sessions = paused.flow, paused.store, paused.sessions
+    sid, iid = paused.sid, paused.interrupt_id
+    target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
     with pytest.raises(NoWorkerError) as recorded:
         await sessions.resolve_interrupt(sid, iid, approved=True, timeout=1)
     assert recorded.value.recorded

@@ -62,7 +62,7 @@ async def test_a_resolution_with_no_worker_is_recorded_and_applies_once(
     assert not rejected.value.recorded
     assert rejected.value.superseded == "an approval"
     assert "the rejection of interrupt" in str(rejected.value)
-    assert "an approval of it is already recorded and applies first" in str(
+    assert "an approval is already recorded for it and applies first" in str(
         rejected.value
     )
     assert pickle.loads(pickle.dumps(rejected.value)).superseded == "an approval"

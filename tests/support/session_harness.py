@@ -109,6 +109,35 @@ async def approval_without_worker(
     )
 
 
+SPEND_LIMIT = 0.0015
+"""The limit of `budget_paused_without_worker`'s session: its third turn reaches it."""
+
+
+async def budget_paused_without_worker(
+    client: Client, tmp_path: Path, flow_type: str, prefix: str
+) -> ApprovalWithoutWorker:
+    """Start session `prefix-…`, spend past `SPEND_LIMIT`, then stop its worker.
+
+    The session waits on a spend-limit (`budget`) interrupt: two turns spend
+    0.002 USD and the third is paused. The store is `tmp_path /
+    "runtime.sqlite"`; the caller closes it.
+    """
+    config, flow, store, sessions = ledger_session(
+        client, tmp_path, flow_type, spend_limit=SPEND_LIMIT
+    )
+    sid = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="say one")
+        await sessions.send_and_wait(sid, "say two")  # 0.002 USD spent
+        snapshot = await sessions.send_and_wait(sid, "say three")
+    (interrupt,) = snapshot.pending_interrupts
+    assert (snapshot.status, interrupt.kind) == ("budget_reached", "budget")
+    ledger = Ledger(config.ledger_path)
+    return ApprovalWithoutWorker(
+        flow, store, sessions, ledger, sid, interrupt.interrupt_id
+    )
+
+
 @dataclass(frozen=True)
 class InProcessWorker:
     """A flow served by a worker in the test process, on its own SQLite store."""

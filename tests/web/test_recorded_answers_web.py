@@ -25,7 +25,11 @@ from dex_agents.temporal import create_worker
 from dex_agents.web import create_app
 from dex_agents.web._server import serving
 from support.browser import screenshot_dir, signed_in_page
-from support.session_harness import ApprovalWithoutWorker, approval_without_worker
+from support.session_harness import (
+    ApprovalWithoutWorker,
+    approval_without_worker,
+    budget_paused_without_worker,
+)
 from support.web_rig import WebRig, approve_path, bearer, role_tokens
 
 # A module mark: pytest-timeout reads the limit before fixtures run.
@@ -139,8 +143,8 @@ async def test_a_recorded_approval_is_listed_answered_until_a_worker_applies_it(
         error = rejected.json()["error"]
         assert error["code"] == "already_resolved"
         assert (
-            "an approval of it is already recorded and applies first when a worker "
-            "starts, so this one was not recorded"
+            "an approval is already recorded for it and applies first when a "
+            "worker starts, so this one was not recorded"
         ) in error["message"]
         assert error["message"].endswith("; nothing changed")
         assert (await listed(rig))[sid]["recorded"] == APPROVED_BY_APPROVER
@@ -236,3 +240,54 @@ async def test_a_session_view_shows_an_answer_recorded_elsewhere_at_once(
             "new_spend_limit": None,
             "resolved_by": "cli-user",
         }
+
+
+async def test_a_second_spend_limit_over_the_api_with_no_worker_is_a_conflict(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    # The first recorded answer of an interrupt is the one that applies: an
+    # approval with another limit would change nothing, so it is refused (409)
+    # instead of answering `recorded: true`.
+    paused = await budget_paused_without_worker(
+        client, tmp_path, flow_type, "web-limit-twice"
+    )
+    sid, iid = paused.sid, paused.interrupt_id
+    async with workerless_rig(client, paused, tmp_path) as rig:
+        path = approve_path(sid, iid)
+        first = await rig.http.post(
+            path, json={"new_spend_limit": 0.01}, headers=bearer("approve")
+        )
+        assert first.status_code == 200, first.text
+        assert first.json()["recorded"] is True
+        same = await rig.http.post(
+            path, json={"new_spend_limit": 0.01}, headers=bearer("approve")
+        )
+        assert same.status_code == 200, same.text
+        assert same.json()["recorded"] is True
+        other = await rig.http.post(
+            path, json={"new_spend_limit": 0.05}, headers=bearer("approve")
+        )
+        assert other.status_code == 409, other.text
+        error = other.json()["error"]
+        assert error["code"] == "already_resolved"
+        assert (
+            "an approval with a new spend limit of 0.0100 USD is already recorded "
+            "for it and applies first when a worker starts, so this one was not "
+            "recorded"
+        ) in error["message"]
+        view = await rig.http.get(f"/api/sessions/{sid}", headers=bearer("read"))
+        (pending,) = view.json()["snapshot"]["pending_interrupts"]
+        assert pending["recorded"]["new_spend_limit"] == 0.01
+
+        async with create_worker(client, [paused.flow], store=paused.store):
+            done = await paused.sessions.wait_for_idle(sid, timeout=30)
+        assert (done.turns[-1].status, done.turns[-1].final_text) == (
+            "completed",
+            "said: three",
+        )
+        (resolved,) = [
+            e.data
+            for e in await paused.sessions.events(sid)
+            if e.type == "interrupt_resolved"
+        ]
+        assert resolved["new_spend_limit"] == 0.01

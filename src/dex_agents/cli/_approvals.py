@@ -44,7 +44,6 @@ from ..stores._open import redacted_store
 from ..temporal import SessionClient
 from ..temporal._activities import read_arguments
 from ..temporal._client import (
-    recorded_resolution,
     unapplied_resolutions,
     with_recent_turns,
 )
@@ -453,16 +452,9 @@ async def resolve(
                     "and approve again"
                 ) from None
             if err.superseded is not None:
-                verb = "approve" if verdict.approved else "reject"
-                raise ConflictError(
-                    f"{err.superseded} of {interrupt_id} (session {session_id!r}) is "
-                    "already recorded and applies first when a worker starts; this "
-                    f"{verb} was not recorded"
+                raise _superseded(
+                    session_id, interrupt_id, verdict, err.superseded
                 ) from None
-            if verdict.new_spend_limit is not None:
-                await _refuse_another_recorded_limit(
-                    conn, session_id, interrupt_id, verdict.new_spend_limit
-                )
             known = log is not None and log.created
             done = "approval" if verdict.approved else "rejection"
             caveat = (
@@ -518,30 +510,26 @@ async def resolve(
     return 0
 
 
-async def _refuse_another_recorded_limit(
-    conn: Connection, session_id: str, interrupt_id: str, limit: float
-) -> None:
-    """Refuse a new limit when another one is recorded for the interrupt (exit 4).
+def _superseded(
+    session_id: str, interrupt_id: str, verdict: Verdict, superseded: str
+) -> ConflictError:
+    """Refuse an answer no worker took when another one is recorded first (exit 4).
 
     With no worker, the first recorded answer of an interrupt is the one that
-    applies: a second approval with another limit was not recorded.
-
-    Raises:
-        ConflictError: an approval with another limit is recorded first.
+    applies: one of the other way, or an approval with another spend limit,
+    was not recorded.
     """
-    earlier = await recorded_resolution(conn.client, session_id, interrupt_id)
-    if earlier is None or not earlier.approved or earlier.new_spend_limit == limit:
-        return
-    first = earlier.new_spend_limit
-    with_limit = (
-        f" with a new spend limit of {first:.4f} USD" if first is not None else ""
-    )
-    raise ConflictError(
-        f"an approval of {interrupt_id} (session {session_id!r}){with_limit} is "
-        f"already recorded and applies first when a worker starts; this "
-        f"`--spend-limit {limit:g}` was not recorded, and nothing changed (start a "
-        f"worker: `{suggest('worker', raw='--agent module:flow')}`; if the session "
-        "reaches that limit too, answer its next spend-limit approval)"
+    if verdict.new_spend_limit is not None:
+        this = f"this `--spend-limit {verdict.new_spend_limit:g}`"
+        then = "; if the session reaches that limit too, answer its next spend-limit approval"
+    else:
+        this = f"this {'approve' if verdict.approved else 'reject'}"
+        then = ""
+    return ConflictError(
+        f"{interrupt_id} (session {session_id!r}) already has {superseded} recorded, "
+        f"which applies first when a worker starts; {this} was not recorded, and "
+        f"nothing changed (start a worker: "
+        f"`{suggest('worker', raw='--agent module:flow')}`{then})"
     )
 
 

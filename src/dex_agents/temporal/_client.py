@@ -495,6 +495,24 @@ async def recorded_resolution(
     return (await recorded_resolutions(client, session_id)).get(interrupt_id)
 
 
+def _superseding(
+    earlier: ResolveInterruptInput, later: ResolveInterruptInput
+) -> str | None:
+    """The recorded `earlier` answer that applies instead of `later`, or None if they agree.
+
+    Only the first recorded answer of an interrupt applies: a later one of the
+    other way, or an approval with another spend limit, would change nothing.
+    """
+    if earlier.approved != later.approved:
+        return "an approval" if earlier.approved else "a rejection"
+    if earlier.approved and earlier.new_spend_limit != later.new_spend_limit:
+        limit = earlier.new_spend_limit
+        return "an approval" + (
+            f" with a new spend limit of {limit:.4f} USD" if limit is not None else ""
+        )
+    return None
+
+
 def _closed(err: RPCError) -> bool:
     """Whether an Update failed because the session's workflow is no longer running."""
     return err.status == RPCStatusCode.NOT_FOUND and "already completed" in err.message
@@ -943,8 +961,9 @@ class SessionClient:
             UnknownInterruptError: the session never created `interrupt_id`.
             NoWorkerError: no worker took it within `timeout`. `recorded` is True
                 when it (or the same answer, earlier) is in the session's history;
-                False when an earlier recorded answer of the other way applies
-                instead (`superseded` names it).
+                False when an earlier recorded answer applies instead (one of the
+                other way, or an approval with another spend limit: `superseded`
+                names it).
         """
         check_session_id(session_id)
         check_timeout(
@@ -991,15 +1010,13 @@ class SessionClient:
         if earlier is None:
             await _handle(self.client, session_id).signal(RECORD_RESOLUTION, resolution)
         verb = "approval" if approved else "rejection"
-        other = earlier is not None and earlier.approved != approved
+        superseded = None if earlier is None else _superseding(earlier, resolution)
         raise NoWorkerError(
             session_id,
             f"the {verb} of interrupt {interrupt_id!r}",
             timeout=deadline.seconds or 0.0,
-            recorded=not other,
-            superseded=("an approval" if approved is False else "a rejection")
-            if other
-            else None,
+            recorded=superseded is None,
+            superseded=superseded,
         )
 
     async def cancel_turn(
