@@ -113,6 +113,21 @@ def check_same_blob(
         )
 
 
+def not_in_this_store(session_id: str, what: str) -> str:
+    """Why a session's own data is missing from a store: the store is not its.
+
+    A segment or blob that the session names was written before it was named,
+    so a store without it is another deployment's (or a fresh one): retrying
+    cannot help, and the message says how to point everything at one store.
+    """
+    return (
+        f"session {session_id!r} names {what}, which this runtime store does not "
+        "have: its earlier turns ran with another store. Run every client and "
+        "worker of the session with that store (the same SQLite file or "
+        "PostgreSQL database), or start a new session with another ID"
+    )
+
+
 def missing_blob(session_id: str, blob_id: str) -> KeyError:
     """The error of reading a blob that was never written."""
     return KeyError(f"session {session_id!r} has no blob {blob_id!r}")

@@ -72,6 +72,7 @@ from ..session._runner import (
 )
 from ..session._state import SUMMARY_TEXT_LIMIT
 from ..stores import RuntimeStore
+from ..stores._rules import not_in_this_store
 from ._events import StoreEventSink
 from ._models import (
     CallToolInput,
@@ -102,9 +103,15 @@ class StoreTranscript:
     async def messages(self) -> list[StoredMessage]:
         """Every committed message, oldest first (read once per attempt)."""
         if self._cache is None:
-            self._cache = await self._store.read_transcript(
-                self._session_id, self._head
-            )
+            try:
+                self._cache = await self._store.read_transcript(
+                    self._session_id, self._head
+                )
+            except KeyError as err:
+                missing = f"transcript segment {self._head!r}"
+                raise SessionError(
+                    not_in_this_store(self._session_id, missing), retryable=False
+                ) from err
         return list(self._cache)
 
 
@@ -121,9 +128,7 @@ async def read_text_blob(
         data = await store.get_blob(session_id, ref.blob_id)
     except KeyError as err:
         raise SessionError(
-            f"session {session_id!r} names blob {ref.blob_id!r}, which the runtime "
-            "store does not have; are the clients and workers using the same store?",
-            retryable=False,
+            not_in_this_store(session_id, f"blob {ref.blob_id!r}"), retryable=False
         ) from err
     if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
         raise SessionError(

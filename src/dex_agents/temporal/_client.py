@@ -53,6 +53,7 @@ from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT, MAX_USER_MESSAGE_BYTES
 from ..session._state import clip
 from ..stores import RuntimeStore
+from ..stores._rules import not_in_this_store
 from ._activities import read_arguments
 from ._arguments import (
     INVALID_ARGUMENT,
@@ -634,6 +635,9 @@ async def with_recent_turns(
         raise whole
     if isinstance(stored, BaseException):
         raise stored
+    if isinstance(messages, KeyError):
+        missing = f"transcript segment {snapshot.transcript_head!r}"
+        raise UserError(not_in_this_store(session_id, missing)) from messages
     if isinstance(messages, BaseException):
         raise messages
     snapshot.pending_interrupts = whole
