@@ -13,6 +13,7 @@ from dex_agents.examples.support_agent import (
     lookup_order,
     options,
     refunds,
+    session_dir,
 )
 
 __all__ = [
@@ -23,4 +24,5 @@ __all__ = [
     "lookup_order",
     "options",
     "refunds",
+    "session_dir",
 ]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import re
+import runpy
 import shlex
 import subprocess
 import time
@@ -411,6 +412,35 @@ async def test_shell_blocks_of_a_section_run_in_order(
     for terminal, status in statuses:
         assert status == 0, f"{terminal.block.where} exited {status}:\n{terminal.text}"
         assert "Traceback" not in terminal.text, terminal.text
+
+
+@pytest.mark.parametrize(
+    "session_id",
+    ["../../etc", "x" * 300, "日本語/セッション"],
+    ids=["dot-dot", "300-chars", "unicode"],
+)
+def test_the_readme_agent_works_in_a_directory_of_its_own_inside_its_agents_dir(
+    session_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from dex_agents.claude import ClaudeAgentOptionsContext
+
+    (agent,) = [b for b in BLOCKS if b.saved_as == "support_agent.py"]
+    module = tmp_path / "support_agent.py"
+    module.write_text(agent.code)
+    monkeypatch.chdir(tmp_path)
+    options = runpy.run_path(str(module))["options"]
+    cwds = {
+        options(
+            ClaudeAgentOptionsContext(
+                flow_id=session_id, turn_id=f"turn-{n}", attempt=n
+            )
+        ).cwd
+        for n in (1, 2)
+    }
+    (cwd,) = cwds  # the same directory for every segment of the session
+    assert isinstance(cwd, str)
+    assert Path(cwd).parent == (tmp_path / ".dex-agents" / "agents").resolve()
+    assert Path(cwd).is_dir()
 
 
 def test_blocks_are_found_with_their_outputs() -> None:

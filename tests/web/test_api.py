@@ -307,7 +307,7 @@ async def test_error_codes(rig: WebRig) -> None:
         ),
         (
             await rig.http.post(
-                "/api/sessions", json={"session_id": "../x"}, headers=bearer("chat")
+                "/api/sessions", json={"session_id": ""}, headers=bearer("chat")
             ),
             (422, "invalid_request"),
         ),
@@ -336,6 +336,13 @@ async def test_error_codes(rig: WebRig) -> None:
         headers=bearer("approve"),
     )
     assert error_of(unknown) == (404, "interrupt_not_found")
+    # It points a web client at the API's own list of pending interrupts.
+    said = unknown.json()["error"]["message"]
+    assert (
+        f"has no interrupt 'no-such-interrupt'; read `pending_interrupts` from `GET /api/sessions/{sid}`"
+        in said
+    )
+    assert "`GET /api/approvals`" in said and "SessionClient" not in said
     resume = await rig.http.get(
         f"/api/sessions/{sid}/events",
         headers={**bearer("read"), "Last-Event-ID": "abc"},

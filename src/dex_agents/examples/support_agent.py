@@ -16,7 +16,9 @@ in the repository re-exports it). Needs the `claude` extra.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -95,12 +97,31 @@ async def create_refund(args: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": f"refunded order {args['orderId']}"}]}
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+"""A session ID that is a safe directory name as it is (`session-1`)."""
+
+
+def session_dir(flow_id: str, workdir: Path) -> Path:
+    """The session's own directory under `workdir`: the same for every segment.
+
+    A session ID is any text (`../../etc`, 1000 bytes, `a;b/ç`), so one that
+    is not a plain, short file name becomes a readable prefix of its letters
+    and digits and a hash of the whole ID (`etc+74ccf3c5b4c19a81`): never a
+    path outside `workdir`, never too long a name, never another ID's.
+    """
+    if _PLAIN_NAME.fullmatch(flow_id):
+        return workdir / flow_id
+    prefix = re.sub(r"[^A-Za-z0-9]+", "-", flow_id).strip("-")[:40] or "session"
+    digest = hashlib.sha256(flow_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return workdir / f"{prefix}+{digest[:16]}"
+
+
 def options(context: ClaudeAgentOptionsContext) -> ClaudeAgentOptions:
     """Options per segment; the same `cwd` for every segment of a session."""
     workdir = Path(
         os.environ.get("DEX_AGENTS_EXAMPLE_WORKDIR") or _state_dir() / "agents"
     )
-    cwd = workdir / context.flow_id
+    cwd = session_dir(context.flow_id, workdir)
     cwd.mkdir(parents=True, exist_ok=True)
     return ClaudeAgentOptions(
         model=os.environ.get("DEX_AGENTS_EXAMPLE_MODEL", "claude-sonnet-4-5"),

@@ -4,10 +4,14 @@ import json
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
+from urllib.parse import unquote
 
 from fastapi import APIRouter, Depends, Header, Path, Query, Response
+from fastapi.routing import APIRoute
 from fastapi.types import DecoratedCallable
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.routing import Match
+from starlette.types import Scope
 
 from ..session._state import SessionStatus
 from ._agui import agui_event
@@ -64,13 +68,63 @@ MAX_CURSOR = 2**62
 PING_SECONDS = 15
 """A comment line this often keeps proxies from closing an idle stream."""
 
-SessionPath = Annotated[SessionId, Path(description="The session's ID.")]
+SessionPath = Annotated[
+    SessionId, Path(description="The session's ID, percent-encoded (`/` as `%2F`).")
+]
+SessionCursor = Annotated[
+    SessionId | None,
+    Query(description="The `next_before` of the previous page (a session's ID)."),
+]
 InterruptPath = Annotated[
     str, Path(min_length=1, max_length=200, description="From `pending_interrupts`.")
 ]
 
 _INTERRUPT = "/sessions/{session_id}/approvals/{interrupt_id}"
 """The path of one interrupt, which `approve` and `reject` answer."""
+
+
+class SessionRoute(APIRoute):
+    """A route whose path parameters may hold any character, `/` too, percent-encoded.
+
+    The server decodes the path before routing, so a session ID such as
+    `a;b/ç`, sent as `a%3Bb%2F%C3%A7`, would reach the router as two segments
+    and match no route. This route matches the path as it was sent
+    (`raw_path`), segment by segment, and decodes each parameter afterwards.
+    """
+
+    def matches(self, scope: Scope) -> tuple[Match, Scope]:
+        sent = _as_sent(scope)
+        if sent is None:
+            return super().matches(scope)
+        match, child = super().matches({**scope, "path": sent})
+        params: dict[str, Any] = child.get("path_params", {})
+        for name in self.param_convertors:
+            if isinstance(value := params.get(name), str):
+                params[name] = unquote(value)
+        return match, child
+
+
+def _as_sent(scope: Scope) -> str | None:
+    """The decoded path with the `/` (and `%`) inside a segment kept escaped.
+
+    None when nothing inside a segment was escaped, or when the path is not
+    the decoding of `raw_path` (something rewrote it): then it routes as usual.
+    """
+    raw = scope.get("raw_path")
+    if scope.get("type") != "http" or not isinstance(raw, bytes) or b"%" not in raw:
+        return None
+    try:
+        text = raw.decode("ascii")
+    except UnicodeDecodeError:
+        return None
+    sent = "/".join(
+        unquote(part).replace("%", "%25").replace("/", "%2F")
+        for part in text.split("/")
+    )
+    root = str(scope.get("root_path", ""))
+    if unquote(sent) != scope.get("path") or not sent.startswith(root):
+        return None
+    return sent
 
 
 @dataclass(frozen=True)
@@ -84,7 +138,7 @@ class _Answering:
 
 def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
     """The `/api` routes of one app."""
-    router = APIRouter(prefix="/api", responses=_ERRORS)
+    router = APIRouter(prefix="/api", responses=_ERRORS, route_class=SessionRoute)
     read = Depends(auth.require("read"))
     chat = Depends(auth.require("chat"))
     approve = Depends(auth.require("approve"))
@@ -99,7 +153,7 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
     async def list_sessions(
         status: SessionStatus | None = None,
         limit: Annotated[int, Query(ge=1, le=500)] = 50,
-        before: Annotated[str | None, Query(max_length=200)] = None,
+        before: SessionCursor = None,
     ) -> SessionPage:
         """Sessions, most recently updated first; page with `before` = `next_before`."""
         return await service.list_sessions(status, limit, before)
@@ -185,7 +239,7 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
     @router.get("/approvals", tags=["approvals"], dependencies=[read])
     async def list_approvals(
         limit: Annotated[int, Query(ge=1, le=500)] = 100,
-        before: Annotated[str | None, Query(max_length=200)] = None,
+        before: SessionCursor = None,
     ) -> ApprovalPage:
         """Every pending approval, of `limit` sessions at a time (oldest change last).
 

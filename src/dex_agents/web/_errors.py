@@ -13,6 +13,7 @@ import json
 import logging
 from collections.abc import Generator, Mapping, Sequence
 from typing import Any, Literal
+from urllib.parse import quote
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -96,6 +97,18 @@ def _not_found(session_id: str) -> ApiError:
     )
 
 
+def _no_interrupt(err: UnknownInterruptError) -> ApiError:
+    """The 404 of an interrupt the session never created, naming where the API lists them."""
+    path = quote(err.session_id, safe="")
+    return ApiError(
+        404,
+        "interrupt_not_found",
+        f"session {err.session_id!r} has no interrupt {err.interrupt_id!r}; read "
+        f"`pending_interrupts` from `GET /api/sessions/{path}`, or list every "
+        "approval waiting with `GET /api/approvals`, for valid IDs",
+    )
+
+
 def images_not_supported(session_id: str, *, started: bool = False) -> ApiError:
     """The 422 of a message with images that the session's runner cannot send.
 
@@ -133,7 +146,7 @@ def translate(err: Exception, session_id: str = "") -> ApiError | None:
         case ApiError():
             return err
         case UnknownInterruptError():
-            return ApiError(404, "interrupt_not_found", str(err))
+            return _no_interrupt(err)
         case InvalidEditError():
             # The call still waits: the same approval with a fixed edit can apply.
             return ApiError(422, "invalid_edit", str(err), field=err.field)
@@ -195,7 +208,6 @@ _UNKNOWN_KEY = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
 _NOT_AN_OBJECT = frozenset({"dataclass_type", "model_type", "dict_type"})
 """Validation errors of a value that should have been a JSON object."""
 _PATTERNS = {
-    "session_id": "must be letters, digits and `._:@-`, starting with a letter or digit",
     "sha256": "must be the image's SHA-256 as 64 lowercase hex digits "
     "(as `MediaStore.put_image` returns it)",
 }

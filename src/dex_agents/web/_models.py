@@ -6,24 +6,45 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, with_config
+from pydantic import AfterValidator, ConfigDict, Field, with_config
+from pydantic_core import PydanticCustomError
 
+from .._errors import InvalidArgumentError
 from ..session._json import JsonObject
 from ..session._media import ImageReference
 from ..session._policy import ToolEffect
 from ..session._state import Interrupt, SessionStatus, TurnSummary
+from ..temporal._arguments import MAX_ID_BYTES, check_session_id
 from ..temporal._models import ResolveInterruptInput
 from ..temporal._snapshot import AgentSnapshot
 from ._errors import ErrorCode
+
+
+def _session_id(value: str) -> str:
+    """`value` if the library takes it as a session ID (`check_session_id`), else its refusal.
+
+    The web takes every ID the library, the CLI and the engine take (any
+    non-empty text of at most `MAX_ID_BYTES` bytes in UTF-8, `a;b/ç` too), so
+    every session they start can be read and answered here. In a path it is
+    percent-encoded (`encodeURIComponent`, `quote(id, safe="")`); pages and
+    JSON escape it where they show it.
+    """
+    try:
+        return check_session_id(value)
+    except InvalidArgumentError as err:
+        raise PydanticCustomError(
+            "session_id", "{reason}", {"reason": str(err)}
+        ) from err
+
 
 SessionId = Annotated[
     str,
     Field(
         min_length=1,
-        max_length=200,
-        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$",
-        description="Letters, digits and `._:@-`, starting with a letter or digit.",
+        description=f"Any text of at most {MAX_ID_BYTES} bytes in UTF-8 (the "
+        "library's rule); percent-encode it in a path.",
     ),
+    AfterValidator(_session_id),
 ]
 
 

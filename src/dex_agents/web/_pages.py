@@ -27,6 +27,7 @@ from ..session._json import JsonObject
 from ..session._state import SessionStatus
 from ..stores._cursors import cursor_before_turn
 from ..temporal._client import recorded_answer_text
+from ._api import SessionCursor, SessionRoute
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token
 from ._errors import ApiError, error_response, invalid_request, translated
 from ._models import CancelTurn, RecordedAnswer, Rejection, SendMessage, SessionId
@@ -208,7 +209,7 @@ def _set_cookie(response: Response, request: Request, name: str, value: str) -> 
 
 def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRouter:
     """The inbox's HTML routes of one app (left out of the OpenAPI schema)."""
-    router = APIRouter(include_in_schema=False)
+    router = APIRouter(include_in_schema=False, route_class=SessionRoute)
 
     def page(role: Role) -> Callable[[Request], Awaitable[Caller]]:
         check = auth.require(role)
@@ -309,7 +310,7 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
         request: Request,
         caller: Annotated[Caller, read],
         status: SessionStatus | Literal[""] | None = None,
-        before: Annotated[str | None, Query(max_length=200)] = None,
+        before: SessionCursor = None,
     ) -> HTMLResponse:
         status = status or None  # the filter's "any" sends `status=`
         try:
