@@ -83,7 +83,7 @@ from ._context import (
     unknown_session,
     worker_seen,
 )
-from ._demo import DemoFailed, run_demo
+from ._demo import run_demo
 from ._doctor import doctor
 from ._doctor._credentials import credentials_warning
 from ._end import end
@@ -253,6 +253,7 @@ async def _serve_web(
         from ..web import create_app
         from ..web._server import serving
         from ..web._tokens import load_tokens
+        from ._serve import listen_error
     except ImportError:
         return "off: install the `web` extra (pip install 'dex-agents[web]')"
     app = create_app(
@@ -266,6 +267,9 @@ async def _serve_web(
     if port is None:
         derived = engine_port + 2000
         port = derived if derived <= 65535 and _port_free(derived) else 0
+    taken = listen_error("127.0.0.1", port, "--web-port")
+    if taken is not None:
+        raise taken
     try:
         running = await stack.enter_async_context(
             serving(app, host="127.0.0.1", port=port)
@@ -1074,13 +1078,9 @@ def demo(state_dir: Path | None) -> None:
     """Show durability end to end: a refund waits through a worker crash, then runs once.
 
     Runs offline with the scripted Messages API when `ANTHROPIC_API_KEY` is unset.
-    Exits 0 when every step happened, non-zero otherwise.
+    Exits 0 when every step happened, non-zero otherwise (130 on Ctrl-C).
     """
-    try:
-        code = run(run_demo(str(state_dir) if state_dir else None))
-    except DemoFailed as err:
-        raise CommandError(f"the demo failed: {err}") from err
-    sys.exit(code)
+    sys.exit(run(run_demo(str(state_dir) if state_dir else None)))
 
 
 # -- chat -----------------------------------------------------------------------

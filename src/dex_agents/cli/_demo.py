@@ -8,18 +8,24 @@ SIGKILLed while it waits and a new one started, the approval, and the refund
 running exactly once (the ledger shows one row).
 Without `ANTHROPIC_API_KEY` it talks to the project's scripted Messages API on
 127.0.0.1 through the real bundled Claude Code CLI, and says so first.
+
+Ctrl-C or SIGTERM stops it at any step: the worker process, the model and the
+server it started are stopped, one line says so, and it exits 128 + the
+signal's number (130, 143), as a shell reports a command a signal ended.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import sqlite3
 import time
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
 
+import click
 from rich.console import Console
 
 from .._scripted import MockMessagesApi, scripted_model_env
@@ -28,7 +34,7 @@ from ..temporal import EmbeddedEngine, SessionClient
 from ..temporal._engine import resolve_state_dir
 from ..temporal._worker_process import WorkerProcess, WorkerProcessConfig
 from ._agent_ref import load_flow
-from ._errors import prog
+from ._errors import CommandError, prog
 
 EXAMPLE_FLOW = "dex_agents.examples.support_agent:flow"
 
@@ -43,8 +49,14 @@ CONVERSATION = [
 ]
 
 
-class DemoFailed(Exception):
-    """A step of the demo did not happen as it should."""
+class DemoFailed(CommandError):
+    """A step of the demo did not happen as it should (exit code 1)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"the demo failed: {message}")
+
+
+_STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _prompt(text: str, script: str, scripted: bool) -> str:
@@ -66,6 +78,23 @@ async def _stream_turn(
 ) -> int:
     """Print the turn's live text and tool calls until it is idle; return the new cursor."""
     idle = asyncio.create_task(sessions.wait_for_idle(session_id))
+    try:
+        return await _follow(sessions, console, session_id, cursor, idle)
+    finally:
+        # Stopped (Ctrl-C) mid-turn: the wait must not outlive the engine and
+        # fail unseen ("Task exception was never retrieved").
+        idle.cancel()
+        await asyncio.gather(idle, return_exceptions=True)
+
+
+async def _follow(
+    sessions: SessionClient,
+    console: Console,
+    session_id: str,
+    cursor: int,
+    idle: asyncio.Task[object],
+) -> int:
+    """`_stream_turn`'s loop: print events until `idle` is done; the new cursor."""
     streamed = False
     while True:
         for event in await sessions.events(session_id, after=cursor):
@@ -97,8 +126,61 @@ async def _stream_turn(
     return cursor
 
 
+async def _start_worker(worker: WorkerProcess) -> None:
+    """Start a worker process; a stop (Ctrl-C) meanwhile waits for it to be started.
+
+    `start` runs in a thread that a cancellation cannot stop: returning before it
+    ends would leave a worker that nothing stops.
+    """
+    started = asyncio.ensure_future(asyncio.to_thread(worker.start))
+    try:
+        await asyncio.shield(started)
+    except asyncio.CancelledError:
+        await asyncio.gather(started, return_exceptions=True)
+        raise
+
+
 async def run_demo(state_dir: str | None = None, console: Console | None = None) -> int:
-    """Play the demo; 0 when every step happened, 1 otherwise."""
+    """Play the demo; 0 when every step happened.
+
+    Raises:
+        DemoFailed: a step did not happen as it should.
+        click.exceptions.Exit: Ctrl-C or SIGTERM stopped it (exit 128 + the
+            signal's number), after everything it started was stopped.
+    """
+    loop = asyncio.get_running_loop()
+    main = asyncio.current_task()
+    assert main is not None
+    stopped_by: list[signal.Signals] = []
+
+    def stop(sig: signal.Signals) -> None:
+        # The first signal stops the demo; more would only cut its cleanup short.
+        if not stopped_by:
+            stopped_by.append(sig)
+            main.cancel()
+
+    for sig in _STOPPING_SIGNALS:
+        loop.add_signal_handler(sig, stop, sig)
+    try:
+        return await _play(state_dir, console)
+    except asyncio.CancelledError:
+        if not stopped_by:
+            raise
+        sig = stopped_by[0]
+        how = "Ctrl-C" if sig == signal.SIGINT else sig.name
+        click.echo(
+            f"stopped ({how}) before the demo finished; `{prog()} demo` plays it "
+            "again from the start",
+            err=True,
+        )
+        raise click.exceptions.Exit(128 + sig.value) from None
+    finally:
+        for sig in _STOPPING_SIGNALS:
+            loop.remove_signal_handler(sig)
+
+
+async def _play(state_dir: str | None, console: Console | None) -> int:
+    """`run_demo`'s steps, every process it starts stopped when it ends."""
     # soft_wrap: piped (as `make demo` in CI) its lines are not cut at 80 columns.
     console = console or Console(highlight=False, soft_wrap=True)
     scripted = not os.environ.get("ANTHROPIC_API_KEY")
@@ -147,9 +229,9 @@ async def run_demo(state_dir: str | None = None, console: Console | None = None)
             state,
             env=env,
         )
-        with console.status("starting a worker process…"):
-            await asyncio.to_thread(worker.start)
         stack.callback(worker.__exit__, None, None, None)
+        with console.status("starting a worker process…"):
+            await _start_worker(worker)
         assert worker.process is not None
         console.print(f"worker: pid {worker.process.pid}, agent {flow_ref}\n")
         client = await engine.client()
@@ -184,7 +266,7 @@ async def run_demo(state_dir: str | None = None, console: Console | None = None)
             f"\n[red]✗ worker pid {old_pid} killed (SIGKILL) while the refund waits[/red]"
         )
         with console.status("starting a new worker process…"):
-            await asyncio.to_thread(worker.start)
+            await _start_worker(worker)
         console.print(f"worker: pid {worker.process.pid} started")
         snapshot = await sessions.snapshot(session_id)
         still = [i.interrupt_id for i in snapshot.pending_interrupts]

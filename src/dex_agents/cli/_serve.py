@@ -7,8 +7,10 @@ NAME` makes a token and prints the entry for the token file instead.
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import socket
 from pathlib import Path
 
 import click
@@ -151,6 +153,9 @@ def serve(
         flows = [load_flow(ref) for ref in agents]
         tokens = _tokens(tokens_file, allow_anonymous_loopback)
         connection = await connect(target)
+        taken = listen_error(host, port, "--port")
+        if taken is not None:
+            raise taken
         store = await open_store(target)
         try:
             app = create_app(
@@ -188,6 +193,41 @@ def serve(
         pass
     finally:
         release_engine_runtime()
+
+
+def listen_error(host: str, port: int, option: str) -> CommandError | None:
+    """Why the web app cannot listen on `host:port`, in `option`'s words; None if it can.
+
+    Binds every address of `host` the way uvicorn's server will (address reuse,
+    IPv6 sockets IPv6-only), then lets go: uvicorn itself reports a failed bind
+    as a logged error and `SystemExit(3)` out of the event loop, which a command
+    cannot turn into one line. Port 0 (any free one) always works.
+    """
+    if port == 0:
+        return None
+    shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    try:
+        addresses = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
+        for family, kind, proto, _, address in addresses:
+            with socket.socket(family, kind, proto) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                if family == socket.AF_INET6:
+                    probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                probe.bind(address)
+    except OSError as err:
+        if err.errno == errno.EADDRINUSE:
+            return CommandError(
+                f"cannot serve on {shown}: the port is in use by another process; "
+                f"pass another `{option} N` (0: any free port) or stop that process"
+            )
+        reason = err.strerror or str(err)
+        other_host = ", or another `--host`" if option == "--port" else ""
+        return CommandError(
+            f"cannot serve on {shown}: {reason}; pass another `{option} N`{other_host}"
+        )
+    return None
 
 
 def _tokens(path: Path | None, allow_anonymous_loopback: bool) -> TokenSet:

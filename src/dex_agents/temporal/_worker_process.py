@@ -1,9 +1,16 @@
 """A session worker in its own process: `dex-agents demo` runs one, tests SIGKILL one mid-Step.
 
-Run as `python -m dex_agents.temporal._worker_process CONFIG.json READY`; the
-config names the engine address, namespace, runtime store and the flow (a
+Run as `python -m dex_agents.temporal._worker_process CONFIG.json READY [PARENT]`;
+the config names the engine address, namespace, runtime store and the flow (a
 `module:attr` reference, as `--agent` takes). `dex_agents.testing.WorkerProcess`
 adds the scripted ledger flows of the test kit on top.
+
+The worker never outlives the process that started it (`PARENT`, default its
+parent at start): once that one is gone, however it ended (SIGKILL included), the
+worker stops as on SIGTERM, gracefully, so it cannot go on taking the turns of
+the next run. A watchdog polls `os.getppid()` rather than relying on Linux's
+`PR_SET_PDEATHSIG`, which fires when the *thread* that started the worker ends
+(the demo starts it from a thread pool's thread), and exists on Linux only.
 """
 
 from __future__ import annotations
@@ -71,6 +78,7 @@ class WorkerProcess:
                 "dex_agents.temporal._worker_process",
                 str(path),
                 str(ready),
+                str(os.getpid()),
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -110,7 +118,25 @@ class WorkerProcess:
                 self.kill()
 
 
-async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
+_PARENT_POLL = 0.25
+"""How often the worker checks that the process that started it is alive (seconds)."""
+
+
+async def _watch_parent(parent: int, stop: asyncio.Event) -> None:
+    """Set `stop` once the worker's parent is no longer `parent` (it died).
+
+    An orphan is adopted by init (or a subreaper), so its parent PID changes.
+    """
+    while os.getppid() == parent:
+        await asyncio.sleep(_PARENT_POLL)
+    print(
+        f"the process that started this worker (pid {parent}) is gone; stopping",
+        flush=True,
+    )
+    stop.set()
+
+
+async def _serve(config: WorkerProcessConfig, ready: Path, parent: int) -> None:
     from temporalio.client import Client
 
     from ..stores._open import open_runtime_store
@@ -118,26 +144,38 @@ async def _serve(config: WorkerProcessConfig, ready: Path) -> None:
     from ._flow_ref import load_flow
     from ._worker import create_worker
 
-    flow = load_flow(config.flow_ref)
-    client = await Client.connect(
-        config.address,
-        namespace=config.namespace,
-        data_converter=pydantic_data_converter,
-    )
-    store = await open_runtime_store(config.store_path)
-    worker = create_worker(client, [flow], store=store, task_queue=config.task_queue)
     stop = asyncio.Event()
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
-    async with worker:
-        ready.write_text(str(os.getpid()))
-        await stop.wait()
-    await store.close()
+    watchdog = asyncio.create_task(_watch_parent(parent, stop))
+    try:
+        flow = load_flow(config.flow_ref)
+        client = await Client.connect(
+            config.address,
+            namespace=config.namespace,
+            data_converter=pydantic_data_converter,
+        )
+        store = await open_runtime_store(config.store_path)
+        try:
+            worker = create_worker(
+                client, [flow], store=store, task_queue=config.task_queue
+            )
+            async with worker:
+                ready.write_text(str(os.getpid()))
+                await stop.wait()
+        finally:
+            await store.close()
+    finally:
+        watchdog.cancel()
+        await asyncio.gather(watchdog, return_exceptions=True)
 
 
 def main() -> None:
     """Entry point of the worker subprocess."""
+    # The parent as the starter saw itself: a starter that died before this
+    # line ran has already left the worker to init, and is caught all the same.
+    parent = int(sys.argv[3]) if len(sys.argv) > 3 else os.getppid()
     raw = json.loads(Path(sys.argv[1]).read_text())
-    asyncio.run(_serve(WorkerProcessConfig(**raw), Path(sys.argv[2])))
+    asyncio.run(_serve(WorkerProcessConfig(**raw), Path(sys.argv[2]), parent))
 
 
 if __name__ == "__main__":
