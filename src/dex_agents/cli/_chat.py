@@ -10,8 +10,9 @@ any approval still waiting.
 Reading a line blocks, so the chat is a plain loop that reads input and runs
 each network step on one `asyncio.Runner`. Ctrl-C while a turn runs (or while
 the chat waits for the model) stops the turn (`cancel_turn`) and comes back to
-the prompt once it ended; a second Ctrl-C before that, or Ctrl-C at a prompt,
-leaves the chat (the session keeps running) instead of killing anything.
+the prompt once it ended; a second Ctrl-C before that (or after a stop that
+found the server gone), or Ctrl-C at a prompt, leaves the chat (the session
+keeps running) instead of killing anything.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Literal, TypeVar, cast
 
+import click
 from rich.console import Console
 from rich.text import Text
 from temporalio.service import RPCError
@@ -76,6 +78,9 @@ _SILENCE_CHECK = 5.0
 """Seconds without events before the chat checks the worker and the session."""
 _OUTAGE_PROBE = 1.0
 """Seconds between health checks while the server is gone (each fails at once)."""
+_SERVER_PROBE = 2.0
+"""Seconds between health checks while a turn is silent, so a server that went
+away (`dev` stopped) is said within seconds, not at the next silence check."""
 _STOP_TIMEOUT = 10.0
 """Seconds Ctrl-C waits for the session's worker to take the stop."""
 
@@ -130,6 +135,9 @@ class Chat:
         self.stopping = False
         """Ctrl-C asked to stop the running turn, which has not ended yet: the
         next Ctrl-C leaves the chat."""
+        self.stop_unsent = False
+        """Ctrl-C could not stop the turn, the server being gone: the next
+        Ctrl-C leaves the chat (until the server is back)."""
 
     # -- opening and closing ----------------------------------------------------
 
@@ -317,7 +325,8 @@ class Chat:
         every other event does.
         """
         async with render.Progress(self.out, "stopping the turn"):
-            if not await self._reachable("the turn was not stopped"):
+            if not await self.outage.check():
+                self._stop_unsent()
                 return None
             loop = asyncio.get_running_loop()
             deadline = loop.time() + _STOP_TIMEOUT
@@ -349,8 +358,19 @@ class Chat:
             except RPCError as err:
                 if not unreachable(err):
                     raise
-                self._lost("the turn was not stopped")
+                self.outage.report_lost()
+                self._stop_unsent()
                 return None
+
+    def _stop_unsent(self) -> None:
+        """Ctrl-C found the server gone: say so; the next Ctrl-C leaves the chat."""
+        self.stop_unsent = True
+        self._note(
+            "the turn was not stopped: the Temporal server does not answer (the "
+            "turn goes on once it is back); Ctrl-C again leaves the chat, or wait "
+            "here for the server",
+            "yellow",
+        )
 
     async def answered_elsewhere(self, interrupt_id: str) -> bool:
         """Whether the event log says `interrupt_id` was answered (or the session ended).
@@ -422,10 +442,19 @@ class Chat:
                     if self.outage.lost:
                         if loop.time() >= self._next_probe:
                             self._next_probe = loop.time() + _OUTAGE_PROBE
-                            await self.outage.check()
+                            if await self.outage.check():
+                                self.stop_unsent = False  # Ctrl-C stops it again
                     elif loop.time() - silent_since > next_check:
                         next_check += 2 * _SILENCE_CHECK
                         await self._check_alive(progress)
+                    elif (
+                        loop.time() - silent_since > _SERVER_PROBE
+                        and loop.time() >= self._next_probe
+                    ):
+                        # Only the health check (a second at most): the
+                        # server's going away is said at once, not 10 s later.
+                        self._next_probe = loop.time() + _SERVER_PROBE
+                        await self.outage.check()
                     await asyncio.sleep(_POLL)
         finally:
             progress.hide()
@@ -749,7 +778,7 @@ def _converse(runner: _ChatRunner, chat: Chat) -> None:
                 try:
                     waiting = runner.run(chat.follow())
                 except KeyboardInterrupt:
-                    if chat.state != "running" or chat.stopping:
+                    if chat.state != "running" or chat.stopping or chat.stop_unsent:
                         raise  # a second Ctrl-C: leave
                     _stop(runner, chat)
                     continue
@@ -792,6 +821,9 @@ def _converse(runner: _ChatRunner, chat: Chat) -> None:
                         draft = answer.draft  # refused: edit it again, nothing lost
                 continue
             text = _typed(out, Text("you › ", style="bold blue"))
+            if _TYPED_AHEAD.cut:
+                _refuse_cut_line(chat)
+                continue
             command = text.strip()
             if not command:
                 continue
@@ -809,6 +841,25 @@ def _converse(runner: _ChatRunner, chat: Chat) -> None:
     except (EOFError, KeyboardInterrupt, _Leave):
         out.print()
     _goodbye(chat)
+
+
+def _refuse_cut_line(chat: Chat) -> None:
+    """A message the terminal cut at its line limit: say so, and how to send it whole."""
+    back = (
+        suggest("chat", chat.session_id)
+        if chat.exists
+        else suggest("chat", chat.session_id, "--agent", _agent_ref())
+    )
+    render.say(
+        chat.out,
+        command_words(
+            f"not sent: the terminal cut that line at {_TTY_LINE_MAX} bytes, its "
+            "limit for one typed or pasted line, so its end was lost; send a long "
+            "message from a file, one message a line (the chat reads them in "
+            f"turn, then leaves): `{back} < message.txt`"
+        ),
+        "yellow",
+    )
 
 
 def _stop(runner: _ChatRunner, chat: Chat) -> None:
@@ -1046,6 +1097,7 @@ def _read_line(out: Console, prompt: Text, stop: Callable[[], bool]) -> str | No
     of waiting for a keypress (and a Ctrl-C is never held back, see `_typed`);
     elsewhere it is a plain blocking `input`.
     """
+    _TYPED_AHEAD.cut = False
     if os.name != "posix" or not sys.stdin.isatty():
         return out.input(prompt)
     out.print(prompt, end="")
@@ -1075,9 +1127,14 @@ class _TypedAhead:
 
     def __init__(self) -> None:
         self._bytes = bytearray()
+        self._canonical = False
+        self.cut = False
+        """The last line taken filled the terminal's line buffer, which dropped
+        the rest of it (see `_TTY_LINE_MAX`)."""
 
     def read(self, fd: int) -> bool:
         """Add what `fd` has now; False at its end (Ctrl-D on an empty line)."""
+        self._canonical = _canonical(fd)
         chunk = os.read(fd, 4096)
         if not chunk:
             if not self._bytes:
@@ -1093,10 +1150,26 @@ class _TypedAhead:
             return None
         line = bytes(self._bytes[:end])
         del self._bytes[: end + 1]
+        self.cut = self._canonical and len(line) >= _TTY_LINE_MAX
         return line.decode(sys.stdin.encoding or "utf-8", errors="replace")
 
 
 _TYPED_AHEAD = _TypedAhead()
+
+_TTY_LINE_MAX = 4095
+"""Bytes a terminal in canonical mode keeps of one line (Linux's `N_TTY_BUF_SIZE`
+less its newline): what is typed or pasted beyond it is dropped, so a line
+this long lost its end."""
+
+
+def _canonical(fd: int) -> bool:
+    """Whether the terminal `fd` edits lines itself (canonical mode, line limit)."""
+    import termios  # POSIX only, as the terminal path that asks
+
+    try:
+        return bool(termios.tcgetattr(fd)[3] & termios.ICANON)
+    except termios.error:
+        return False
 
 
 _ANSWER_POLL = 1.0
@@ -1120,6 +1193,16 @@ def _goodbye(chat: Chat) -> None:
                 f"`{suggest('chat', sid)}` or "
                 f"`{suggest(raw=f'approve|reject {answer}{limit}')}`"
             )
+        case "running" if chat.outage.lost or chat.stop_unsent:
+            # A stop that found the server gone was not sent, even if a Ctrl-C
+            # left before `_stop` took back `stopping`.
+            stopped = chat.stopping and not chat.stop_unsent
+            text = (
+                f"left while the turn {'stops' if stopped else 'runs'} and the "
+                f"Temporal server is gone; the turn "
+                f"{'ends cancelled' if stopped else 'goes on'} once the server and "
+                f"a worker are back. Come back with `{suggest('chat', sid)}`"
+            )
         case "running" if chat.stopping:
             text = (
                 "left while the turn stops; it ends cancelled in the worker. Come "
@@ -1131,6 +1214,21 @@ def _goodbye(chat: Chat) -> None:
                 f"with `{suggest('chat', sid)}` (or stop it: "
                 f"`{suggest('cancel', sid)}`)"
             )
+        case "idle" if not chat.exists:
+            # Nothing was sent, so the session does not exist: coming back
+            # starts it, which takes the agent.
+            text = (
+                "bye; the session was not started (it starts with your first "
+                "message); come back with "
+                f"`{suggest('chat', sid, '--agent', _agent_ref())}`"
+            )
         case "idle":
             text = f"bye; come back with `{suggest('chat', sid)}`"
     render.say(chat.out, command_words(text), "dim")
+
+
+def _agent_ref() -> str:
+    """The `--agent` this chat was started with, for advice; a placeholder if none."""
+    context = click.get_current_context(silent=True)
+    agent = context.params.get("agent") if context is not None else None
+    return agent if isinstance(agent, str) and agent else "module:flow"
