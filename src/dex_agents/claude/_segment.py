@@ -39,7 +39,7 @@ from ..session import (
     ToolPolicy,
     TurnCompleted,
 )
-from ..session._events import AgentEventType
+from ..session._events import AgentEventType, ModelRetryEvent, agent_event
 from ..session._json import JsonObject
 from ..session._lingering import linger
 from ..stores import MediaStore
@@ -449,6 +449,9 @@ class Segment:
                     f"the Messages API refused ANTHROPIC_API_KEY: HTTP "
                     f"{data.get('error_status')} {data.get('error')}"
                 )
+            case SystemMessage(subtype="api_retry", data=data):
+                # The CLI waits and asks again (up to minutes in all): say why.
+                self._context.events.emit(agent_event(_model_retry(data)))
             case StreamEvent(event=event, parent_tool_use_id=None):
                 self._emit_delta(event)
             case UserMessage(content=list() as blocks):
@@ -723,6 +726,23 @@ def _key_refused(retry: Mapping[str, Any], key_source: object) -> bool:
     return key_source == "ANTHROPIC_API_KEY" and (
         retry.get("error_status") == 401
         or retry.get("error") == "authentication_failed"
+    )
+
+
+def _model_retry(retry: Mapping[str, Any]) -> ModelRetryEvent:
+    """The `model_retry` event of the CLI's `api_retry` notice."""
+
+    def number(key: str) -> int:
+        value = retry.get(key)
+        return int(value) if isinstance(value, int | float) else 0
+
+    status = retry.get("error_status")
+    return ModelRetryEvent(
+        attempt=number("attempt"),
+        max_retries=number("max_retries"),
+        retry_in_ms=number("retry_delay_ms"),
+        error=str(retry.get("error") or "unknown")[:200],
+        error_status=status if isinstance(status, int) else None,
     )
 
 

@@ -40,7 +40,7 @@ from .._errors import (
     InvalidArgumentError,
     NoWorkerError,
 )
-from ..session._events import EventRecord
+from ..session._events import EventRecord, ModelRetryEvent
 from ..session._json import JsonObject
 from ..session._state import Interrupt
 from ..stores import RuntimeStore
@@ -545,6 +545,11 @@ class Chat:
         match event.type:
             case "turn_started":
                 self._turn_text = False
+            case "model_retry":
+                retry = event.payload()
+                if isinstance(retry, ModelRetryEvent):
+                    self._end_line()
+                    self._note(f"↻ {retry.text()}", "yellow")
             case "text_delta":
                 self._write("text", str(data.get("text", "")))
             case "reasoning_delta":

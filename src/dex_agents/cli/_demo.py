@@ -29,6 +29,7 @@ import click
 from rich.console import Console
 
 from .._scripted import MockMessagesApi, scripted_model_env
+from ..session._events import ModelRetryEvent
 from ..stores import SQLiteRuntimeStore
 from ..temporal import EmbeddedEngine, SessionClient
 from ..temporal._engine import resolve_state_dir
@@ -115,6 +116,12 @@ async def _follow(
                         f"  [cyan]✓ {event.data.get('tool_name')}: "
                         f"{str(event.data.get('output', ''))[:120]}[/cyan]"
                     )
+                case "model_retry":
+                    retry = event.payload()
+                    if isinstance(retry, ModelRetryEvent):
+                        console.print(
+                            f"  ↻ {retry.text()}", style="yellow", markup=False
+                        )
                 case _:
                     pass
         if idle.done():

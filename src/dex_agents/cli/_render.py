@@ -23,7 +23,7 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from ..session._events import EventRecord, parsed_time
+from ..session._events import EventRecord, ModelRetryEvent, parsed_time
 from ..session._json import JsonObject
 from ..session._policy import ToolEffect
 from ..session._records import ToolRecord
@@ -745,6 +745,10 @@ def event_line(event: EventRecord) -> Text:
                 f"{data.get('attempt')}): tools inside the CLI may run again",
                 style="yellow",
             )
+        case "model_retry":
+            retry = event.payload()
+            if isinstance(retry, ModelRetryEvent):
+                line.append(f"↻ {retry.text()}", style="yellow")
         case "turn_completed" if data.get("reruns"):
             line.append(rerun_text(int(str(data.get("reruns")))), style="yellow")
         case "turn_cancelled":

@@ -32,6 +32,7 @@ AgentEventType = Literal[
     "tool_call_attempt_failed",
     "tool_call_finished",
     "segment_rerun",
+    "model_retry",
     "turn_started",
     "turn_completed",
     "turn_failed",
@@ -204,6 +205,40 @@ class SegmentRerunEvent(_Payload):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRetryEvent(_Payload):
+    """The model's API failed a request and the runner's framework tries it again.
+
+    Claude Code retries a failed Messages API request itself, with backoff, up
+    to `max_retries` times (minutes in all) before the segment fails: without
+    this event, a turn whose API cannot be reached looks like a turn that is
+    slow. Nothing reruns: the same segment waits and asks again.
+    """
+
+    type: Literal["model_retry"] = "model_retry"
+    attempt: int
+    """The retry that comes next (1 for the first)."""
+    max_retries: int
+    retry_in_ms: int
+    """How long the framework waits before it asks again."""
+    error: str
+    """The framework's word for it: `overloaded`, `rate_limit`,
+    `server_error`, `unknown` (no answer at all: a connection error), ..."""
+    error_status: int | None = None
+    """The HTTP status of the API's answer; None when none came."""
+
+    def text(self) -> str:
+        """What it means for a person: `the model API could not be reached; ...`."""
+        if self.error_status is None:
+            what = "the model API could not be reached"
+        else:
+            what = f"the model API answered HTTP {self.error_status} ({self.error})"
+        return (
+            f"{what}; asking again in {self.retry_in_ms / 1000:.1f} s (retry "
+            f"{self.attempt} of {self.max_retries})"
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class TurnStartedEvent(_TurnPayload):
     """A turn starts; it sends every message queued until now."""
 
@@ -298,6 +333,7 @@ EventPayload = Annotated[
     | ToolCallAttemptFailedEvent
     | ToolCallFinishedEvent
     | SegmentRerunEvent
+    | ModelRetryEvent
     | TurnStartedEvent
     | TurnCompletedEvent
     | TurnFailedEvent
