@@ -84,6 +84,7 @@ from ._context import (
     worker_seen,
 )
 from ._demo import run_demo
+from ._dev_model import dev_model, shared_with_workers
 from ._doctor import doctor
 from ._doctor._credentials import credentials_warning
 from ._end import end
@@ -361,6 +362,7 @@ async def _dev(
                     MockMessagesApi(unscripted_reply=_UNSCRIPTED_REPLY)
                 )
                 _use_scripted_model(api.base_url, directory)
+                model_stack.enter_context(shared_with_workers(directory, api.base_url))
                 facts.append(
                     (
                         "model",
@@ -463,7 +465,9 @@ def worker(agents: Sequence[str], target: Target) -> None:
     """Run a worker for the agent against a cluster or a running dev server.
 
     Use it to serve the agent from several machines, or next to a `dev` server
-    started without `--agent`. Ctrl-C stops it gracefully.
+    started without `--agent`. Without ANTHROPIC_API_KEY, on the state directory
+    of a `dev` that serves the scripted Messages API, it uses that model too.
+    Ctrl-C stops it gracefully.
     """
     flows = [load_flow(ref) for ref in agents]
     run(_worker(flows, list(agents), target))
@@ -473,6 +477,21 @@ async def _worker(
     flows: list[AgentSessionFlow], refs: list[str], target: Target
 ) -> None:
     out = render.console()
+    facts: list[tuple[str, str]] = []
+    shared = (
+        dev_model(target.state_dir)
+        if target.address is None and not os.environ.get("ANTHROPIC_API_KEY")
+        else None
+    )
+    if shared is not None:
+        _use_scripted_model(shared.base_url, target.state_dir)
+        facts.append(
+            (
+                "model",
+                f"the scripted Messages API at {shared.base_url}, of the `dev` "
+                f"(pid {shared.pid}) on this state dir (no ANTHROPIC_API_KEY)",
+            )
+        )
     warning = await credentials_warning()
     async with render.Progress(out, "connecting to Temporal"):
         conn = await connect(target)
@@ -485,7 +504,7 @@ async def _worker(
             flows,
             store,
             refs,
-            [],
+            facts,
             out,
             watch=watch,
             warnings=[warning] if warning else [],
