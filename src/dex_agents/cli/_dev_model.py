@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Generator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ class DevModel:
 
 
 @contextlib.contextmanager
-def shared_with_workers(directory: Path, base_url: str) -> Iterator[None]:
+def shared_with_workers(directory: Path, base_url: str) -> Generator[None, None, None]:
     """Record `base_url` in `directory` until the block ends (this process is `dev`)."""
     path = directory / _FILE
     path.write_text(json.dumps({"base_url": base_url, "pid": os.getpid()}))
