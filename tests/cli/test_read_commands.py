@@ -373,6 +373,26 @@ async def test_show_lists_read_calls_and_only_the_messages_still_queued(
     assert "queued messages" not in (await served.run("show", sid)).stdout
 
 
+async def test_show_says_a_failed_turn_s_messages_go_again_with_the_next(
+    served: Served,
+) -> None:
+    sid = served.session_id()
+    await served.sessions.start(sid, initial_message="fail")
+    snapshot = await served.sessions.wait_for_idle(sid)
+    assert (snapshot.status, snapshot.turns[-1].status) == ("idle", "failed")
+
+    out = (await served.run("show", sid)).stdout
+    assert "queued messages" not in out
+    carried = out[out.index("messages of the failed turn") :]
+    assert carried.splitlines()[:2] == [
+        "messages of the failed turn, sent again with your next message",
+        "  you › fail",
+    ]
+    # They went with the next message: nothing is left to show.
+    await served.sessions.send_and_wait(sid, "say again")
+    assert "messages of the failed turn" not in (await served.run("show", sid)).stdout
+
+
 async def test_deadlines_show_in_local_time_with_how_long_is_left(
     client: Client, engine: EmbeddedEngine, tmp_path: Path, flow_type: str
 ) -> None:

@@ -484,7 +484,16 @@ def print_snapshot(
         queued = snapshot.pending_prompts
     if queued:
         out.print()
-        out.print(Text("queued messages", style="bold"))
+        failed = snapshot.status == "idle" and any(
+            t.status == "failed" for t in snapshot.turns[-1:]
+        )
+        # Idle, they are a failed turn's: they go again, with a note, with the next message.
+        title = (
+            "messages of the failed turn, sent again with your next message"
+            if failed
+            else "queued messages"
+        )
+        out.print(Text(title, style="bold"))
         for prompt in queued:
             say(out, f"  you › {prompt}")
     for interrupt in snapshot.pending_interrupts:
