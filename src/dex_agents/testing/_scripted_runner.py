@@ -9,6 +9,9 @@ Each user message is a script, one command per turn:
   requested as deferred calls, and the resumed segment answers
   `done: <tool>=<result>; ...`.
 - `stream <n>`: stream `n` text deltas, then answer `streamed <n>`.
+- `api_retry <n>`: say that the model API could not be reached `n` times
+  (`model_retry` events, as Claude Code's retry notices), then answer
+  `answered after <n> retries`.
 - `digest <anything>`: answer `digest: <n> chars, sha256 <hex>` of the whole prompt
   text (the command included), to prove a long message arrived whole.
 - `fail`: every attempt of the segment fails. `fail_once`: only the first does.
@@ -42,6 +45,7 @@ from ..session import (
     ToolOutcome,
     TurnCompleted,
 )
+from ..session._events import ModelRetryEvent, agent_event
 from ..session._json import JsonObject
 from ..session._policy import resolve_policy
 from ..session._records import DeferredToolExecution
@@ -166,6 +170,15 @@ class ScriptedRunner:
                 if i == count // 2:
                     await self._pause(suffix)
             return self._answer(context, f"streamed {count}", [], notes)
+        if command.startswith("api_retry "):
+            count = int(command.split()[1])
+            for attempt in range(1, count + 1):
+                retry = ModelRetryEvent(
+                    attempt=attempt, max_retries=10, retry_in_ms=1200, error="unknown"
+                )
+                context.events.emit(agent_event(retry))
+            await self._pause(suffix)
+            return self._answer(context, f"answered after {count} retries", [], notes)
         if command.startswith("call "):
             return await self._calls(context, command, suffix)
         return self._answer(context, f"unknown script: {script}", [], notes)

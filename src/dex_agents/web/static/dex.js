@@ -370,6 +370,24 @@
       badge.className = `status status-${value}`;
     }
 
+    // The model API failed a request and the runner asks again (`model_retry`): one line
+    // per turn, the latest retry, gone once the model answers or the turn ends.
+    function modelRetry(article, e) {
+      const d = e.data;
+      const what = d.error_status == null
+        ? "the model API could not be reached"
+        : `the model API answered HTTP ${d.error_status} (${d.error})`;
+      const text = `↻ ${what}; asking again in ${(d.retry_in_ms / 1000).toFixed(1)} s (retry ${d.attempt} of ${d.max_retries})`;
+      const note = article.querySelector("p.model-retry");
+      if (note) note.textContent = text;
+      else article.querySelector(".answer").before(el("p", { class: "model-retry" }, text));
+    }
+
+    function retried(article) {
+      const note = article && article.querySelector("p.model-retry");
+      if (note) note.remove();
+    }
+
     function attemptText(article, e) {
       const answer = article.querySelector(".answer");
       const key = `${e.step_execution_id}#${e.attempt}`;
@@ -483,7 +501,10 @@
       switch (e.type) {
         case "turn_started":
           turnStatus(article, "running"); setStatus("running"); break;
+        case "model_retry":
+          modelRetry(article, e); break;
         case "text_delta":
+          retried(article);
           attemptText(article, e).append(document.createTextNode(e.data.text || "")); break;
         case "tool_call_started":
           call(article, e); break;
@@ -506,12 +527,12 @@
         case "interrupt_resolved":
           resolved(article, e); turnStatus(article, "running"); setStatus("running"); break;
         case "turn_completed":
-          turnStatus(article, "completed"); setStatus("idle"); break;
+          retried(article); turnStatus(article, "completed"); setStatus("idle"); break;
         case "turn_failed":
-          turnStatus(article, "failed"); setStatus("idle");
+          retried(article); turnStatus(article, "failed"); setStatus("idle");
           article.append(el("p", { class: "error" }, e.data.error || "the turn failed")); break;
         case "turn_cancelled": {
-          turnStatus(article, "cancelled"); setStatus("idle"); stopDone();
+          retried(article); turnStatus(article, "cancelled"); setStatus("idle"); stopDone();
           const by = e.data.cancelled_by ? ` by ${e.data.cancelled_by}` : "";
           const why = e.data.reason ? `: ${e.data.reason}` : "";
           article.append(el("p", { class: "cancelled" }, `stopped${by}${why}`));
