@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 import subprocess
 import sys
@@ -18,23 +17,12 @@ from dex_agents.cli._demo import EXAMPLE_FLOW, _refund_rows  # pyright: ignore[r
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient
 from dex_agents.temporal._converter import data_converter as pydantic_data_converter
-from support.cli_harness import spawn
+from support.cli_harness import offline_env, spawn
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 
 ROOT = Path(__file__).parents[2]
-
-
-def _offline_env(state: Path) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "DEX_AGENTS_EXAMPLE_"))
-    }
-    env["DEX_AGENTS_STATE_DIR"] = str(state)
-    env.pop("COLUMNS", None)  # piped, as in CI: no terminal width to go by
-    return env
 
 
 def _demo(env: dict[str, str]) -> str:
@@ -53,7 +41,7 @@ def _demo(env: dict[str, str]) -> str:
 
 @pytest.mark.timeout(300)
 async def test_demo_runs_offline_and_shows_one_refund(tmp_path: Path) -> None:
-    out = await asyncio.to_thread(_demo, _offline_env(tmp_path / "state"))
+    out = await asyncio.to_thread(_demo, offline_env(tmp_path / "state"))
     assert out.splitlines()[0].startswith(
         "No ANTHROPIC_API_KEY: using the project's scripted"
     )
@@ -83,12 +71,12 @@ def test_demo_runs_beside_a_dev_serving_the_same_agent(tmp_path: Path) -> None:
     state = tmp_path / "state"
     dev = spawn(
         ["dev", "--agent", EXAMPLE_FLOW, "--state-dir", str(state)],
-        _offline_env(state),
+        offline_env(state),
         tmp_path,
     )
     try:
         dev.expect("ready", timeout=60)
-        out = _demo(_offline_env(state))
+        out = _demo(offline_env(state))
         assert "the refund ran exactly once" in out
     finally:
         assert dev.stop() == 0, dev.text
@@ -101,7 +89,7 @@ async def test_dev_gives_the_agent_code_its_state_directory(tmp_path: Path) -> N
     # `dev --state-dir S` (no DEX_AGENTS_STATE_DIR): the shipped example keeps its
     # ledger in S, as the Configuration table says, not in ./.dex-agents.
     state = tmp_path / "state"
-    env = _offline_env(state)
+    env = offline_env(state)
     del env["DEX_AGENTS_STATE_DIR"]
     dev = spawn(
         ["dev", "--agent", EXAMPLE_FLOW, "--state-dir", str(state)], env, tmp_path

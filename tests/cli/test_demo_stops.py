@@ -20,23 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from support.cli_harness import DEX_AGENTS, Term, spawn
+from support.cli_harness import DEX_AGENTS, Term, offline_env, spawn
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 _WORKER_MODULE = b"dex_agents.temporal._worker_process"
 _NOISE = ("Traceback", "exception was never retrieved", "Aborted!", "was destroyed")
-
-
-def _offline_env(state: Path) -> dict[str, str]:
-    """No API key (the scripted model answers), the demo's state in `state`."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "DEX_AGENTS_EXAMPLE_"))
-    }
-    env["DEX_AGENTS_STATE_DIR"] = str(state)
-    return env
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -94,7 +83,7 @@ def _pid(demo: Term) -> int:
 
 def _start_demo(tmp_path: Path) -> tuple[Term, int]:
     """`dex-agents demo` in a terminal, once its worker runs; and the worker's PID."""
-    demo = spawn(["demo"], _offline_env(tmp_path / "state"), tmp_path)
+    demo = spawn(["demo"], offline_env(tmp_path / "state"), tmp_path)
     printed = int(demo.expect(r"worker: pid (\d+), agent ").group(1))
     assert _worker_children(_pid(demo)) == [printed]
     return demo, printed
@@ -154,7 +143,7 @@ def test_a_worker_stops_once_the_demo_that_started_it_is_killed(
         demo = subprocess.Popen(
             [DEX_AGENTS, "demo"],
             cwd=tmp_path,
-            env=_offline_env(tmp_path / "state"),
+            env=offline_env(tmp_path / "state"),
             stdin=subprocess.DEVNULL,
             stdout=sink,
             stderr=subprocess.STDOUT,

@@ -9,30 +9,22 @@ and why instead of a bare `working 40s…`.
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from pathlib import Path
 
 import pytest
 
-from support.cli_harness import spawn
+from support.cli_harness import closed_port, spawn
 
 pytestmark = pytest.mark.usefixtures("no_dex_agents_settings")
 
 AGENT = "dex_agents.examples.support_agent:flow"
 
 
-def _closed_port() -> int:
-    """A port on 127.0.0.1 where nothing listens: every connection is refused."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_chat_says_the_model_api_cannot_be_reached_while_the_cli_retries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{closed_port()}")
     monkeypatch.setenv("DEX_AGENTS_EXAMPLE_WORKDIR", str(tmp_path / "agents"))
     monkeypatch.setenv("DEX_AGENTS_EXAMPLE_DB", str(tmp_path / "support.sqlite"))
     env = dict(os.environ)

@@ -9,7 +9,6 @@ show (`dex-agents events`, chat, demo).
 from __future__ import annotations
 
 import asyncio
-import socket
 
 import pytest
 from temporalio.client import Client
@@ -19,19 +18,13 @@ from dex_agents.session._events import ModelRetryEvent
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from support.claude_rig import ClaudeRig
-
-
-def _closed_port() -> int:
-    """A port on 127.0.0.1 where nothing listens: every connection is refused."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from support.cli_harness import closed_port
 
 
 async def test_an_unreachable_model_api_is_reported_as_model_retry_events(
     claude_rig: ClaudeRig, client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{_closed_port()}")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{closed_port()}")
     flow = claude_rig.example.flow
     store = SQLiteRuntimeStore(claude_rig.tmp / "runtime.sqlite")
     sessions = SessionClient(client, flow, store)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import socket
 import sys
 import time
 import uuid
@@ -87,6 +88,25 @@ def agent_env(base: Path, flow_type: str) -> dict[str, str]:
         "DEX_AGENTS_TEST_DIR": str(base),
         "DEX_AGENTS_TEST_FLOW": flow_type,
     }
+
+
+def offline_env(state: Path) -> dict[str, str]:
+    """No API key (the scripted model answers), no Claude settings, state in `state`."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ANTHROPIC_", "CLAUDE_", "DEX_AGENTS_EXAMPLE_"))
+    }
+    env["DEX_AGENTS_STATE_DIR"] = str(state)
+    env.pop("COLUMNS", None)  # piped, as in CI: no terminal width to go by
+    return env
+
+
+def closed_port() -> int:
+    """A port on 127.0.0.1 where nothing listens: every connection is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07|\r")
