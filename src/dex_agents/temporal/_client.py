@@ -514,6 +514,19 @@ def _superseding(
     return None
 
 
+def _seen(operation: WithStartWorkflowOperation[Any, None]) -> None:
+    """Mark the outcome of `operation`'s start as read, whatever it was.
+
+    temporalio hands a failed start's error (a `CancelledError` when the call
+    was cancelled) to the operation's handle too, which nothing here awaits:
+    unread, asyncio would print "Future exception was never retrieved" and a
+    traceback when it is collected, as a Ctrl-C'd `dex-agents demo` did.
+    """
+    handle = operation._workflow_handle  # pyright: ignore[reportPrivateUsage]
+    if handle.done() and not handle.cancelled():
+        handle.exception()
+
+
 def _closed(err: RPCError) -> bool:
     """Whether an Update failed because the session's workflow is no longer running."""
     return err.status == RPCStatusCode.NOT_FOUND and "already completed" in err.message
@@ -796,17 +809,40 @@ class SessionClient:
         await _refuse_other_flow(client, flow, session_id)
         update_id = str(uuid.uuid4())  # one Update on the server, however often sent
 
+        operations: list[WithStartWorkflowOperation[Any, None]] = []
+
         def operation() -> WithStartWorkflowOperation[Any, None]:
             # An operation is used once: a call sent again needs a new one.
-            return WithStartWorkflowOperation(
-                flow.flow_type,
-                SessionInput(),
-                id=session_id,
-                task_queue=flow.task_queue,
-                id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-                result_type=type(None),
+            operations.append(
+                WithStartWorkflowOperation(
+                    flow.flow_type,
+                    SessionInput(),
+                    id=session_id,
+                    task_queue=flow.task_queue,
+                    id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+                    result_type=type(None),
+                )
             )
+            return operations[-1]
 
+        try:
+            return await self._start(
+                session_id, update_id, operation, initial_message, initial_images
+            )
+        finally:
+            for sent in operations:
+                _seen(sent)
+
+    async def _start(
+        self,
+        session_id: str,
+        update_id: str,
+        operation: Callable[[], WithStartWorkflowOperation[Any, None]],
+        initial_message: str | None,
+        initial_images: Sequence[ImageReference] | None,
+    ) -> bool:
+        """`start`'s update-with-start, sent until a worker answers."""
+        client = self.client
         with _update_errors(session_id):
             if initial_message is None and not initial_images:
                 await _answered(
