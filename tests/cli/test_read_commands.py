@@ -75,6 +75,16 @@ async def test_sessions_without_a_store_is_empty(tmp_path: Path) -> None:
     assert not (tmp_path / "none").exists(), "a read must not create the state dir"
 
 
+async def test_sessions_with_an_address_says_it_read_the_store(tmp_path: Path) -> None:
+    """`--address` alone lists this directory's store: the empty listing says so."""
+    result = await invoke(
+        "sessions", "--address", "127.0.0.1:1", "--state-dir", str(tmp_path / "none")
+    )
+    assert result.exit_code == 0, result.output
+    assert "not the Temporal server at 127.0.0.1:1" in result.stdout
+    assert "pass the `--store` its workers use" in result.stdout
+
+
 async def test_show_prints_turns_and_the_exact_pending_input(served: Served) -> None:
     sid, interrupt_id = await _waiting_for_refund(served)
     result = await served.run("show", sid)

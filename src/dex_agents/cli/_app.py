@@ -638,10 +638,26 @@ def sessions(as_json: bool, target: Target) -> None:
         as_json=as_json,
         json_of=render.session_summary_json,
         table=render.sessions_table,
-        none=(
-            f"no sessions yet in {redacted_store(target.store)} (sessions of another "
-            "directory: `--state-dir DIR`, or `--store`)"
-        ),
+        none=_no_sessions(target),
+    )
+
+
+def _no_sessions(target: Target) -> str:
+    """What `sessions` says when the store it read has none, and where else to look.
+
+    The listing reads the runtime store only (it works with no server), so an
+    `--address` alone still reads this directory's store: say so, since the
+    sessions of a cluster's workers are in the store those workers were given.
+    """
+    where = redacted_store(target.store)
+    if target.address is not None:
+        return (
+            f"no sessions yet in {where}: `sessions` reads the runtime store, not the "
+            f"Temporal server at {target.address}; pass the `--store` its workers use"
+        )
+    return (
+        f"no sessions yet in {where} (sessions of another directory: "
+        "`--state-dir DIR`, or `--store`)"
     )
 
 
