@@ -113,6 +113,10 @@ def test_ctrl_c_during_a_turn_prints_one_line_and_exits_130(tmp_path: Path) -> N
     ), line
     assert _gone(worker)  # stopped by the demo before it exited
     assert not (tmp_path / "state" / "engine.json").exists()  # and its server
+    # The terminal's Ctrl-C reached the worker too (one process group): it
+    # stopped as on SIGTERM, and its log holds no KeyboardInterrupt traceback.
+    log = (tmp_path / "state" / "worker-1.log").read_text()
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log
 
 
 @pytest.mark.timeout(180)

@@ -8,7 +8,8 @@ adds the scripted ledger flows of the test kit on top.
 The worker never outlives the process that started it (`PARENT`, default its
 parent at start): once that one is gone, however it ended (SIGKILL included), the
 worker stops as on SIGTERM, gracefully, so it cannot go on taking the turns of
-the next run. A watchdog polls `os.getppid()` rather than relying on Linux's
+the next run. SIGTERM and SIGINT (a terminal's Ctrl-C reaches the worker too)
+stop it gracefully. A watchdog polls `os.getppid()` rather than relying on Linux's
 `PR_SET_PDEATHSIG`, which fires when the *thread* that started the worker ends
 (the demo starts it from a thread pool's thread), and exists on Linux only.
 """
@@ -145,7 +146,11 @@ async def _serve(config: WorkerProcessConfig, ready: Path, parent: int) -> None:
     from ._worker import create_worker
 
     stop = asyncio.Event()
-    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+    # SIGINT too: a terminal's Ctrl-C reaches every process of its group, this
+    # worker beside the demo that started it; stop as on SIGTERM, not with a
+    # KeyboardInterrupt traceback in the log.
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     watchdog = asyncio.create_task(_watch_parent(parent, stop))
     try:
         flow = load_flow(config.flow_ref)
