@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -199,4 +200,35 @@ async def test_a_caller_s_deadline_on_a_send_with_no_worker_is_a_timeout_error(
             async with asyncio.timeout(1):
                 await send()
         assert type(caught.value) is TimeoutError, name
+    await store.close()
+
+
+async def test_a_snapshot_with_no_worker_serving_reads_the_store_without_waiting(
+    client: Client, tmp_path: Path, flow_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No worker polls the session's queue: the projection answers, not the Query's deadline.
+
+    A Query no worker takes waits its whole deadline; a web page or `show` of a
+    session whose workers were stopped took 5 s a read. The deadline is an hour
+    here (Temporal's server gives up on such a Query after about 30 s), so only
+    the worker check answers within the test's 15 s.
+    """
+    flow, store, sessions, _, sid, iid = await approval_without_worker(
+        client, tmp_path, flow_type, "no-worker-read", order_id="8"
+    )
+    monkeypatch.setattr("dex_agents.temporal._client._QUERY_LIMIT", 3600.0)
+    # Temporal lists a stopped worker's poller for a minute; count it stopped.
+    monkeypatch.setattr("dex_agents.temporal._pollers.POLLER_FRESHNESS", timedelta(0))
+    async with asyncio.timeout(15):
+        snapshot = await sessions.snapshot(sid)
+    assert snapshot.status == "waiting_for_approval"
+    assert [i.interrupt_id for i in snapshot.pending_interrupts] == [iid]
+    assert snapshot.turns[-1].status == "waiting_for_approval"
+
+    # A worker serves it again: the answer is the workflow's own, at once.
+    monkeypatch.undo()
+    async with create_worker(client, [flow], store=store):
+        await sessions.resolve_interrupt(sid, iid, approved=True)
+        snapshot = await sessions.wait_for_idle(sid)
+    assert snapshot.status == "idle"
     await store.close()

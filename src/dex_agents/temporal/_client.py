@@ -81,6 +81,7 @@ from ._models import (
     UserMessageInput,
 )
 from ._plugin import plugin_store
+from ._pollers import worker_seen
 from ._snapshot import AgentSnapshot, turn_number
 from ._workflow import (
     EDIT_UNCHECKED,
@@ -103,6 +104,9 @@ _QUERY_LIMIT = 5.0
 """Seconds a snapshot Query waits for a worker before the store's projection is read."""
 _QUERY_FLOOR = 0.1
 """The shortest Query deadline: even a spent `timeout` asks the workflow once."""
+_WORKER_CHECK_AFTER = 0.5
+"""Seconds a snapshot Query goes unanswered before the client asks whether any
+worker serves the session (a worker answers one in milliseconds)."""
 _TASK_FAILING = "Workflow Task in failed state"
 """Temporal's refusal of an Update while the workflow's task keeps failing."""
 
@@ -552,15 +556,29 @@ async def _query_snapshot(
     store: RuntimeStore | None,
     deadline: Deadline | None = None,
 ) -> tuple[AgentSnapshot | None, RPCError | None]:
-    """The live snapshot, else the store's projection, else None and why not."""
+    """The live snapshot, else the store's projection, else None and why not.
+
+    A Query no worker takes waits its whole deadline (`_QUERY_LIMIT`), so one
+    still unanswered after `_WORKER_CHECK_AFTER` asks whether any worker polls
+    the session's task queue: with none, the projection answers at once (a web
+    page or `show` of a session whose workers are stopped took 5 s a read).
+    """
     seconds = deadline.cap(_QUERY_LIMIT) if deadline else _QUERY_LIMIT
-    try:
-        live = await _handle(client, session_id).query(
+    query = asyncio.ensure_future(
+        _handle(client, session_id).query(
             "get_agent_snapshot",
             result_type=AgentSnapshot,
             rpc_timeout=timedelta(seconds=max(seconds, _QUERY_FLOOR)),
         )
-        return live, None
+    )
+    try:
+        if store is not None:
+            done, _ = await asyncio.wait({query}, timeout=_WORKER_CHECK_AFTER)
+            if not done and not await _served(client, session_id):
+                projected = await store.get_snapshot(session_id)
+                if projected is not None:
+                    return _snapshot_json.validate_python(projected), None
+        return await query, None
     except RPCError as err:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
@@ -569,6 +587,25 @@ async def _query_snapshot(
         if projected is None:
             return None, err
         return _snapshot_json.validate_python(projected), None
+    finally:
+        if not query.done():
+            query.cancel()
+            await asyncio.gather(query, return_exceptions=True)
+
+
+async def _served(client: Client, session_id: str) -> bool:
+    """Whether a worker polls the session's task queue; True when that cannot be told.
+
+    A worker stopped less than `POLLER_FRESHNESS` ago still counts (Temporal
+    keeps listing its poller), so the Query then waits for its deadline as before.
+    """
+    try:
+        info = await _handle(client, session_id).describe(
+            rpc_timeout=timedelta(seconds=_QUERY_LIMIT)
+        )
+        return await worker_seen(client, info.task_queue)
+    except RPCError:
+        return True
 
 
 async def _stopped(client: Client, session_id: str) -> SessionEndedError | None:
