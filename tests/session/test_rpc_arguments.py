@@ -456,3 +456,24 @@ async def test_an_update_past_the_client_is_refused_by_the_validator(
     assert await handle.execute_update(
         "resolve_interrupt", {"interrupt_id": iid, "approved": False}, result_type=bool
     )
+
+
+async def test_a_session_client_refuses_a_wrong_client_flow_or_store(
+    client: Client,
+) -> None:
+    """A flow passed by its name failed only at `start`, with an AttributeError."""
+    with pytest.raises(InvalidArgumentError) as flow:
+        SessionClient(client, "SupportAgent")  # pyright: ignore[reportArgumentType]
+    assert flow.value.argument == "flow"
+    assert (
+        "`flow` must be an `AgentSessionFlow` or None, got str 'SupportAgent'"
+        in str(flow.value)
+    )
+    assert "not its name" in str(flow.value)
+    with pytest.raises(InvalidArgumentError) as swapped:
+        SessionClient("localhost:7233")  # pyright: ignore[reportArgumentType]
+    assert swapped.value.argument == "client"
+    with pytest.raises(InvalidArgumentError) as store:
+        SessionClient(client, None, "runtime.sqlite")  # pyright: ignore[reportArgumentType]
+    assert store.value.argument == "store"
+    assert SessionClient(client).flow is None  # a client of existing sessions only

@@ -45,6 +45,7 @@ from .._errors import (
     UnknownInterruptError,
     UnknownSessionError,
     UserError,
+    must_be,
 )
 from ..session._blob import blob_reference, preview
 from ..session._events import EventRecord
@@ -778,6 +779,30 @@ class SessionClient:
         flow: AgentSessionFlow | None = None,
         store: RuntimeStore | None = None,
     ) -> None:
+        # Checked here, not at the first call: a flow passed by its name (a
+        # str) or the arguments swapped failed later with an AttributeError.
+        if not isinstance(client, Client):
+            raise must_be(
+                "client",
+                "a temporalio `Client`",
+                client,
+                "connect one with `Client.connect(...)` or `EmbeddedEngine.client()`",
+            )
+        if flow is not None and not isinstance(flow, AgentSessionFlow):
+            raise must_be(
+                "flow",
+                "an `AgentSessionFlow` or None",
+                flow,
+                "pass the flow object itself (what `create_claude_agent_session_flow` "
+                "returns), "
+                "not its name; None for a client that only reaches existing sessions",
+            )
+        if store is not None and not callable(getattr(store, "get_snapshot", None)):
+            raise must_be(
+                "store",
+                "a runtime store (`SQLiteRuntimeStore`, `PostgresRuntimeStore`) or None",
+                store,
+            )
         self.client = client
         self.flow = flow
         self.store = store
