@@ -781,14 +781,14 @@ class SessionClient:
     ) -> None:
         # Checked here, not at the first call: a flow passed by its name (a
         # str) or the arguments swapped failed later with an AttributeError.
-        if not isinstance(client, Client):
+        if not isinstance(cast(object, client), Client):
             raise must_be(
                 "client",
                 "a temporalio `Client`",
                 client,
                 "connect one with `Client.connect(...)` or `EmbeddedEngine.client()`",
             )
-        if flow is not None and not isinstance(flow, AgentSessionFlow):
+        if flow is not None and not isinstance(cast(object, flow), AgentSessionFlow):
             raise must_be(
                 "flow",
                 "an `AgentSessionFlow` or None",
