@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from dex_agents.cli._render import event_line
 from dex_agents.cli._views import turn_calls
 from dex_agents.session._events import EventRecord
 from dex_agents.session._records import ToolRecord
@@ -93,3 +94,23 @@ async def test_calls_of_late_turns_come_in_order_with_the_deferred_records(
     assert await turn_calls(store, "shown", [old]) == {}
     assert await turn_calls(store, "shown", []) == {}
     await store.close()
+
+
+def test_every_event_type_keeps_a_space_before_what_it_carries() -> None:
+    """`events` printed `tool_call_attempt_failedexplode_write`: the column was 19 wide."""
+    failed = EventRecord(
+        session_id="s",
+        turn_id="turn-1",
+        step_execution_id="turn-1/tool/1",
+        attempt=1,
+        seq=0,
+        type="tool_call_attempt_failed",
+        data={"tool_name": "explode_write", "attempt": 1, "error": "boom"},
+    )
+    line = event_line(failed).plain
+    assert "tool_call_attempt_failed explode_write attempt 1: boom" in line
+    started = line.index("tool_call_attempt_failed")
+    finished = event_line(_call_events("s", 1)[2]).plain
+    # One column: what an event carries starts at the same place for every type.
+    assert finished.index("lookup") == line.index("explode_write")
+    assert finished.index("tool_call_finished") == started

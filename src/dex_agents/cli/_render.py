@@ -14,7 +14,7 @@ import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any, cast, get_args
 
 import click
 from pydantic import TypeAdapter
@@ -23,7 +23,12 @@ from rich.status import Status
 from rich.table import Table
 from rich.text import Text
 
-from ..session._events import EventRecord, ModelRetryEvent, parsed_time
+from ..session._events import (
+    AgentEventType,
+    EventRecord,
+    ModelRetryEvent,
+    parsed_time,
+)
 from ..session._json import JsonObject
 from ..session._policy import ToolEffect
 from ..session._records import ToolRecord
@@ -721,6 +726,10 @@ def _clock(timestamp: str) -> str:
     return moment.astimezone().strftime("%H:%M:%S") if moment is not None else ""
 
 
+_TYPE_WIDTH = max(map(len, get_args(AgentEventType)))
+"""The type column of `events`: the longest type (`tool_call_attempt_failed`)."""
+
+
 def event_line(event: EventRecord) -> Text:
     """One event of `events`: cursor, local time, turn, type and what it carries."""
     data = event.data
@@ -728,7 +737,7 @@ def event_line(event: EventRecord) -> Text:
         (f"{event.cursor:>6}  ", "dim"),
         (f"{_clock(event.timestamp):<9}", "dim"),
         (f"{event.turn_id:<8} ", "cyan"),
-        (f"{event.type:<19}", "bold"),
+        (f"{event.type:<{_TYPE_WIDTH}} ", "bold"),
     )
     if event.attempt > 1:
         line.append(f"(attempt {event.attempt}) ", style="yellow")
