@@ -49,6 +49,10 @@ async def test_an_idempotent_write_whose_attempts_run_out_is_outcome_unknown(
         (record,) = snap.turns[0].tool_calls
         assert record.status == "outcome_unknown"
         assert "The outcome of send_email is unknown" in snap.turns[0].final_text
+        # The model reads what the last attempt raised, not only that it failed.
+        assert record.output and f"(last error: {record.output}" in (
+            snap.turns[0].final_text
+        )
         assert rig.ledger.count("send_email_attempt") == 3
         assert rig.ledger.count("send_email") == 0
 

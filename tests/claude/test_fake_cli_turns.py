@@ -153,6 +153,27 @@ async def test_a_tool_error_result_records_failed_and_the_model_reads_it(
         assert rig.ledger.count("create_refund") == 0
 
 
+async def test_a_write_that_raises_tool_execution_error_records_failed_once(
+    suite: SuiteEnv,
+) -> None:
+    """README "When a tool fails": a raised `ToolExecutionError` is not an attempt that failed."""
+    async with in_process(suite) as rig:
+        sid = "tool-raises-error"
+        await rig.sessions.start(
+            sid, initial_message='dex-script: call create_refund {"orderId": "expired"}'
+        )
+        snap = await rig.resolve(sid)
+        (record,) = snap.turns[0].tool_calls
+        expected = "card expired: order expired cannot be refunded"
+        assert (record.status, record.output, record.attempts) == (
+            "failed",
+            expected,
+            1,
+        )
+        assert snap.turns[0].final_text == f"done: {expected}"
+        assert rig.ledger.count("create_refund_started") == 1
+
+
 async def test_an_inline_read_that_raises_is_an_error_result_not_a_retry(
     suite: SuiteEnv,
 ) -> None:

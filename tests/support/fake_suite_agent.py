@@ -13,7 +13,7 @@ The tools:
 - `create_refund` is a non-idempotent write: it waits for approval and runs once
   in its own Step. With `"gate"` in its input it stops there after it started,
   so a test can SIGKILL the worker mid-write; order `"invalid"` returns an MCP
-  error result;
+  error result, and order `"expired"` raises `ToolExecutionError`;
 - `send_email` is an idempotent write, retried under one idempotency key; its
   first `fail_attempts` attempts raise.
 
@@ -39,7 +39,12 @@ from claude_agent_sdk import (
     tool,
 )
 
-from dex_agents import AgentSessionOptions, ToolPolicy, current_deferred_tool_execution
+from dex_agents import (
+    AgentSessionOptions,
+    ToolExecutionError,
+    ToolPolicy,
+    current_deferred_tool_execution,
+)
 from dex_agents.claude import (
     ClaudeAgentDefinition,
     ClaudeAgentOptionsContext,
@@ -124,6 +129,8 @@ def build_tools(config: SuiteConfig) -> list[Any]:
                 await asyncio.sleep(0.02)
         if args["orderId"] == "invalid":
             return {**_text("order invalid cannot be refunded"), "is_error": True}
+        if args["orderId"] == "expired":
+            raise ToolExecutionError("card expired: order expired cannot be refunded")
         ledger.record("create_refund", order_id=args["orderId"], key=key)
         return _text(f"refunded order {args['orderId']}")
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from ._blob import BlobReference
+from ._blob import BlobReference, preview
 from ._json import JsonObject, JsonValue
 from ._media import ImageReference
 from ._policy import ToolPolicy
@@ -144,9 +144,12 @@ class ToolRecord:
                     f"({self.rejection_message or 'cancelled'})."
                 )
             case "outcome_unknown":
+                # The last error (what the tool raised, or the crash or timeout
+                # that ended its Step) is often what the model needs to say why.
+                last = f" (last error: {preview(self.output)})" if self.output else ""
                 return (
                     f"The outcome of {self.tool_name} is unknown: it started but did "
-                    "not report a result. Check before calling it again."
+                    f"not report a result{last}. Check before calling it again."
                 )
             case "skipped":
                 return f"{self.tool_name} did not run because an earlier call did not finish."
