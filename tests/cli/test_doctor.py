@@ -368,6 +368,31 @@ async def test_an_address_with_nothing_listening_fails_with_the_address(
     assert "check `--address` (DEX_AGENTS_TEMPORAL_ADDRESS)" in line
 
 
+async def test_an_address_option_takes_tls_and_the_api_key_from_the_environment(
+    engine: EmbeddedEngine, tmp_path: Path
+) -> None:
+    """`--address` with DEX_AGENTS_TEMPORAL_TLS exported connected in plaintext."""
+    target = ["--address", engine.address, "--store", str(tmp_path / "rt.db")]
+    plain = await doctor(*target, "--timeout", "5")
+    assert plain.line("temporal").startswith("✓ "), plain.stdout
+
+    # The dev server speaks no TLS: a TLS connection to it must fail.
+    tls = await doctor(
+        *target, "--timeout", "5", env={"DEX_AGENTS_TEMPORAL_TLS": "true"}
+    )
+    assert_fails_with(tls, "temporal", f"✗ Temporal at {engine.address}")
+    keyed = await doctor(
+        *target, "--timeout", "5", env={"DEX_AGENTS_TEMPORAL_API_KEY": "k"}
+    )  # an API key turns TLS on
+    assert_fails_with(keyed, "temporal", f"✗ Temporal at {engine.address}")
+    wrong = await doctor(
+        *target, "--timeout", "5", env={"DEX_AGENTS_TEMPORAL_TLS": "maybe"}
+    )
+    assert_fails_with(
+        wrong, "temporal", "`DEX_AGENTS_TEMPORAL_TLS` is 'maybe'; set it to `true`"
+    )
+
+
 async def test_no_dev_server_fails_with_how_to_start_one_and_starts_none(
     tmp_path: Path,
 ) -> None:

@@ -42,7 +42,7 @@ from .._errors import UserError
 from ..stores import RuntimeStore
 from ..stores._open import is_database_url, open_runtime_store, redacted_store
 from ..temporal import EngineConfig, open_engine
-from ..temporal._engine import resolve_state_dir
+from ..temporal._engine import ADDRESS_ENV, resolve_state_dir
 from ..temporal._pollers import worker_seen as worker_seen
 from ._errors import (
     DEBUG_ENV,
@@ -351,7 +351,10 @@ async def connect(target: Target) -> Connection:
     quiet_temporal_logs()
     config = EngineConfig.from_env()
     if target.address is not None:
-        base = config or EngineConfig(address=target.address)
+        # TLS and the API key come from the environment however the address is
+        # given: `--address` with an exported key must not connect in plaintext.
+        base = EngineConfig.from_env({**os.environ, ADDRESS_ENV: target.address})
+        assert base is not None
         config = dataclasses.replace(
             base, address=target.address, namespace=target.namespace
         )
