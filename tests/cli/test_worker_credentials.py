@@ -77,3 +77,53 @@ async def test_worker_warns_once_without_model_credentials_and_serves_anyway(
     finally:
         code = worker.stop()
     assert code == 0, worker.text[-3000:]
+
+
+async def test_a_worker_on_a_namespace_that_does_not_exist_says_so_in_one_line(
+    engine: EmbeddedEngine, tmp_path: Path, flow_type: str
+) -> None:
+    """It printed its banner and "ready", then Temporal's validation traceback."""
+    env = agent_env(tmp_path, flow_type)
+    args = ["worker", "--agent", "agents:flow", "--address", engine.address]
+    worker = spawn(
+        [*args, "--namespace", "prod", "--store", str(tmp_path / "rt.sqlite")],
+        env,
+        tmp_path,
+    )
+    assert worker.wait_exit(timeout=90) == 1, worker.text
+    assert "ready" not in worker.text and "Traceback" not in worker.text, worker.text
+    (line,) = [ln for ln in worker.text.splitlines() if ln.startswith("error:")]
+    assert line == (
+        f"error: namespace 'prod' does not exist on {engine.address}; pass "
+        "`--namespace` (DEX_AGENTS_TEMPORAL_NAMESPACE) one that does, or create it: "
+        f"`temporal operator namespace create --namespace prod --address {engine.address}`"
+    )
+
+
+@pytest.mark.parametrize("store_given", [False, True], ids=["default", "given"])
+async def test_a_cluster_worker_on_the_default_store_warns_that_clients_must_share_it(
+    engine: EmbeddedEngine, tmp_path: Path, flow_type: str, store_given: bool
+) -> None:
+    """A worker without `--store` wrote turns where no client of the cluster looked."""
+    env = agent_env(tmp_path, flow_type)
+    store = ["--store", str(tmp_path / "rt.sqlite")] if store_given else []
+    worker = spawn(
+        ["worker", "--agent", "agents:flow", "--address", engine.address, *store],
+        env,
+        tmp_path,
+    )
+    try:
+        worker.expect("ready", timeout=90)
+        banner = worker.text.split("ready", 1)[0]
+    finally:
+        assert worker.stop() == 0, worker.text[-3000:]
+    warnings = [ln for ln in banner.splitlines() if "runtime store" in ln]
+    if store_given:
+        assert warnings == [], banner
+    else:
+        (line,) = warnings
+        default = tmp_path / ".dex-agents" / "runtime.sqlite"
+        assert line.startswith(
+            f"warning: runtime store: no `--store` given, so this machine's {default}; "
+            "every worker and client of these sessions must use the same store"
+        ), line

@@ -73,6 +73,7 @@ from ._context import (
     quiet_temporal_logs,
     recorded_name,
     remember_where,
+    require_namespace,
     state_dir_option,
     store_error,
     store_exists,
@@ -492,9 +493,10 @@ async def _worker(
                 f"(pid {shared.pid}) on this state dir (no ANTHROPIC_API_KEY)",
             )
         )
-    warning = await credentials_warning()
+    warnings = [w for w in (await credentials_warning(), _local_store(target)) if w]
     async with render.Progress(out, "connecting to Temporal"):
         conn = await connect(target)
+        await require_namespace(conn)
     store = await open_store(target, create=True)
     try:
         watch = functools.partial(_watch_connection, conn, out)
@@ -507,11 +509,28 @@ async def _worker(
             facts,
             out,
             watch=watch,
-            warnings=[warning] if warning else [],
+            warnings=warnings,
         )
     finally:
         await store.close()
     out.print(Text("stopped", style="bold"))
+
+
+def _local_store(target: Target) -> str | None:
+    """A warning for a worker of a cluster on the state dir's SQLite store by default.
+
+    Sessions and their clients must share the store their workers write; a
+    worker that got no `--store` (or a misspelled DEX_AGENTS_STORE) wrote
+    turns where no client of the cluster looked, and its approvals went unseen.
+    """
+    if target.address is None or target.store_given:
+        return None
+    return (
+        f"warning: runtime store: no `--store` given, so this machine's "
+        f"{target.store}; every worker and client of these sessions must use the "
+        "same store — fix: pass `--store` (DEX_AGENTS_STORE) the one they use, "
+        "`postgresql://…` for several machines"
+    )
 
 
 async def _serve(

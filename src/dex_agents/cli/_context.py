@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import click
 import temporalio.runtime
 from rich.text import Text
+from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -79,6 +80,8 @@ class Target:
     namespace: str
     store: str
     """A SQLite file's absolute path, or a PostgreSQL URL."""
+    store_given: bool = False
+    """`--store` or DEX_AGENTS_STORE named it; False for the state dir's file."""
 
 
 def store_location(store: str | Path | None, directory: Path) -> str:
@@ -183,6 +186,7 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
             address=address.strip() if address and address.strip() else None,
             namespace=namespace,
             store=store_location(store, directory),
+            store_given=bool(store),
         )
         return command(*args, target=target, **kwargs)
 
@@ -368,6 +372,31 @@ async def connect(target: Target) -> Connection:
             where="cluster",
         )
     return await _connect_dev_server(target)
+
+
+async def require_namespace(conn: Connection) -> None:
+    """Refuse, in one line, a namespace the server does not have.
+
+    A worker started there printed its banner and "ready", then failed
+    Temporal's worker validation with a traceback. A server that does not let
+    this caller describe namespaces (an API key without the right) is let be.
+
+    Raises:
+        CommandError: the namespace does not exist; how to create it.
+    """
+    try:
+        await conn.client.workflow_service.describe_namespace(
+            DescribeNamespaceRequest(namespace=conn.namespace),
+            timeout=_CONNECT_TIMEOUT,
+        )
+    except RPCError as err:
+        if err.status == RPCStatusCode.NOT_FOUND:
+            raise CommandError(
+                f"namespace {conn.namespace!r} does not exist on {conn.address}; pass "
+                "`--namespace` (DEX_AGENTS_TEMPORAL_NAMESPACE) one that does, or create "
+                f"it: `temporal operator namespace create --namespace "
+                f"{shlex.quote(conn.namespace)} --address {conn.address}`"
+            ) from err
 
 
 async def _connect_dev_server(target: Target) -> Connection:
