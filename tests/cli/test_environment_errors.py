@@ -160,3 +160,67 @@ async def test_advice_names_the_command_as_it_was_typed(tmp_path: Path) -> None:
     )
     assert on_path.returncode == 1, on_path.stderr
     assert "start one with `dex-agents dev --agent module:flow " in on_path.stderr
+
+
+_WITHOUT = """
+import sys
+from importlib.abc import MetaPathFinder
+
+MISSING = sys.argv.pop(1).split(",")
+
+class Missing(MetaPathFinder):
+    # An extra that is not installed: its modules cannot be imported.
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in MISSING:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+sys.meta_path.insert(0, Missing())
+from dex_agents.cli._app import main
+main()
+"""
+
+
+def _without(
+    modules: str, args: list[str], tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    """`dex-agents ARGS` as installed without the packages `modules` (comma-separated)."""
+    python = Path(DEX_AGENTS).parent / "python"
+    return subprocess.run(
+        [str(python), "-c", _WITHOUT, modules, *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_a_postgres_store_without_the_extra_says_what_to_install(
+    tmp_path: Path,
+) -> None:
+    """It said "unexpected ImportError ... please report it"."""
+    done = _without(
+        "psycopg,psycopg_pool",
+        ["sessions", "--store", "postgresql://agents@127.0.0.1:1/agents"],
+        tmp_path,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr == (
+        "error: the PostgreSQL runtime store needs psycopg: "
+        'pip install "dex-agents[postgres]"\n'
+    )
+
+
+def test_serve_without_the_web_extra_is_listed_and_says_what_to_install(
+    tmp_path: Path,
+) -> None:
+    """It was "No such command 'serve'"."""
+    listed = _without("fastapi", ["--help"], tmp_path)
+    assert listed.returncode == 0, listed.stderr
+    assert "serve" in listed.stdout
+    done = _without("fastapi", ["serve", "--tokens-file", "t.toml"], tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr == (
+        'error: `dex_agents.web` needs the `web` extra: pip install "dex-agents[web]"\n'
+    )

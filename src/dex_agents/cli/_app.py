@@ -1165,10 +1165,21 @@ def chat(session_id: str, agent: str | None, target: Target) -> None:
 main.add_command(cancel)
 main.add_command(end)
 main.add_command(doctor)
-with contextlib.suppress(ImportError):  # `serve` needs the `web` extra
+try:  # `serve` needs the `web` extra
     from ._serve import serve
 
     main.add_command(serve)
+except ImportError as _no_web:
+    _web_missing = str(_no_web)
+
+    @main.command(
+        context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+        add_help_option=False,
+    )
+    def serve() -> None:
+        """Serve sessions on the web (needs the `web` extra: pip install "dex-agents[web]")."""
+        # Listed and refused in one line, not "No such command 'serve'".
+        raise CommandError(_web_missing)
 
 
 _EPILOGS = {

@@ -180,6 +180,12 @@ def translated_errors() -> Generator[None, None, None]:
         raise CommandError(
             f"Temporal answered {err.status.name}: {err.message}"
         ) from err
+    except ImportError as err:
+        if _EXTRA_HINT not in str(err):
+            _unexpected(err)
+        # An extra that is not installed (`[postgres]` for a postgresql:// store)
+        # is a setup to fix, not a bug to report: its message says the fix.
+        raise CommandError(str(err)) from err
     except (OSError, sqlite3.Error) as err:
         unusable = unusable_path(err)
         if unusable is not None:
@@ -187,6 +193,10 @@ def translated_errors() -> Generator[None, None, None]:
         _unexpected(err)
     except Exception as err:
         _unexpected(err)
+
+
+_EXTRA_HINT = 'pip install "dex-agents['
+"""What the library's import guards say: the extra to install."""
 
 
 def _unexpected(err: Exception) -> NoReturn:
