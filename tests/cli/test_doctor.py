@@ -465,6 +465,27 @@ async def test_a_postgres_store_is_written_in_a_transaction_that_never_commits(
     )
 
 
+async def test_the_command_to_run_again_keeps_the_agent_and_leaves_the_password_out(
+    engine: EmbeddedEngine, tmp_path: Path
+) -> None:
+    """`***` in a pasted `--store` failed to sign in, and `--agent` was left out."""
+    port = free_port()
+    store = f"postgresql://agents:s3cret@127.0.0.1:{port}/agents"
+    module = agent(tmp_path)
+    done = await doctor(
+        *module, "--state-dir", str(engine.state_dir), "--store", store,
+        env=media_env("http://127.0.0.1:1"),
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "s3cret" not in done.stdout + done.stderr
+    assert "agents:***@" in done.line("runtime_store")  # what was used, redacted
+    again = done.stderr.partition("then run `")[2].partition("` again")[0]
+    assert again == (
+        f"{DEX_AGENTS} doctor --agent {module[1]} --state-dir {engine.state_dir} "
+        f"--store postgresql://agents@127.0.0.1:{port}/agents"
+    )  # pasted as is, libpq takes the password from PGPASSWORD or ~/.pgpass
+
+
 # -- the media store ---------------------------------------------------------------
 
 

@@ -41,7 +41,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from .._errors import UserError
 from ..stores import RuntimeStore
-from ..stores._open import is_database_url, open_runtime_store, redacted_store
+from ..stores._open import (
+    is_database_url,
+    open_runtime_store,
+    redacted_store,
+    without_password,
+)
 from ..temporal import EngineConfig, open_engine
 from ..temporal._engine import ADDRESS_ENV, resolve_state_dir
 from ..temporal._pollers import worker_seen as worker_seen
@@ -121,7 +126,10 @@ def remember_where(
     if _typed("store") and store:
         location = store_location(store, directory)
         if location != store_location(None, directory):
-            words += ["--store", redacted_store(location)]
+            # No password in a command to paste: libpq reads PGPASSWORD or
+            # ~/.pgpass (`***` would fail to sign in; the password in clear
+            # would stand on the screen and in logs).
+            words += ["--store", without_password(location)]
     if _typed("address") and address:
         words += ["--address", address]
     if _typed("namespace") and namespace != "default":

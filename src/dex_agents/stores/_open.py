@@ -46,6 +46,25 @@ def redacted_store(location: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
+def without_password(location: str) -> str:
+    """`location` with a database's password left out, for commands to paste.
+
+    A pasted `***` fails to sign in; with no password in it, libpq takes one
+    from PGPASSWORD or ~/.pgpass. Messages use `redacted_store`, which shows
+    that a password was there.
+    """
+    if not is_database_url(location):
+        return location
+    if "://" not in location:
+        return re.sub(r"\s*" + _PASSWORD.pattern, "", location, flags=re.I).strip()
+    parts = urlsplit(location)
+    if parts.password is None:
+        return location
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = f"{parts.username}@" if parts.username else ""
+    return urlunsplit(parts._replace(netloc=f"{user}{netloc}"))
+
+
 async def open_runtime_store(location: str | os.PathLike[str]) -> RuntimeStore:
     """Open the store that `location` names, creating its tables or file now.
 

@@ -102,8 +102,16 @@ def doctor(
         names = ", ".join(c.name for c in failed)
         raise CommandError(
             f"{len(failed)} of {len(checks)} checks failed ({names}); each ✗ line "
-            f"says the fix, then run `{suggest('doctor')}` again"
+            f"says the fix, then run `{_again(agents, cli)}` again"
         )
+
+
+def _again(agents: Sequence[str], cli: str | None) -> str:
+    """This doctor command as typed: with its `--agent`s and `--cli`, which it checks."""
+    words = [arg for ref in agents for arg in ("--agent", ref)]
+    if cli is not None:
+        words += ["--cli", cli]
+    return suggest("doctor", *words)
 
 
 async def _doctor(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from datetime import timedelta
 
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
@@ -68,7 +69,7 @@ async def check_temporal(target: Target, timeout: float) -> Check:
                 "the namespace does not exist",
                 "pass `--namespace` (DEX_AGENTS_TEMPORAL_NAMESPACE) one that "
                 "does, or create it: `temporal operator namespace create --namespace "
-                f"{conn.namespace} --address {conn.address}`",
+                f"{shlex.quote(conn.namespace)} --address {conn.address}`",
             )
         if err.status != RPCStatusCode.PERMISSION_DENIED:  # a worker needs no describe
             return about.outcome(
