@@ -784,7 +784,8 @@ async def _parked_note(conn: Connection, session_id: str) -> str:
     until = engine.parked_until.astimezone(UTC).strftime("%H:%M:%S UTC")
     return (
         f"(its next segment waits parked on queue {engine.parked_on} until {until}: "
-        "an answer before then resumes it without starting Claude Code)"
+        "an answer before then resumes it without starting Claude Code, if the "
+        "worker that parked it still runs)"
     )
 
 
