@@ -383,13 +383,20 @@ async def test_an_address_option_takes_tls_and_the_api_key_from_the_environment(
     assert_fails_with(tls, "temporal", f"✗ Temporal at {engine.address}")
     keyed = await doctor(
         *target, "--timeout", "5", env={"DEX_AGENTS_TEMPORAL_API_KEY": "k"}
-    )  # an API key turns TLS on
-    assert_fails_with(keyed, "temporal", f"✗ Temporal at {engine.address}")
+    )  # an API key turns TLS on, and the failure says so
+    assert_fails_with(
+        keyed,
+        "temporal",
+        f"✗ Temporal at {engine.address}",
+        "which the API key turns on",
+    )
     wrong = await doctor(
         *target, "--timeout", "5", env={"DEX_AGENTS_TEMPORAL_TLS": "maybe"}
     )
     assert_fails_with(
-        wrong, "temporal", "`DEX_AGENTS_TEMPORAL_TLS` is 'maybe'; set it to `true`"
+        wrong,
+        "temporal",
+        "`DEX_AGENTS_TEMPORAL_TLS` is 'maybe' — fix: set it to `true`",
     )
 
 

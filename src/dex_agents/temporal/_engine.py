@@ -409,9 +409,16 @@ class ExternalEngine:
             reason = (
                 f"no answer within {seconds:g} s" if isinstance(e, TimeoutError) else e
             )
+            how = (
+                "over TLS, which the API key turns on"
+                if cfg.api_key is not None and not cfg.tls
+                else "over TLS"
+                if tls
+                else "without TLS"
+            )
             raise EngineError(
                 f"cannot connect to the Temporal cluster at {cfg.address!r} "
-                f"(namespace {cfg.namespace!r}): {reason}; check the address, TLS "
+                f"(namespace {cfg.namespace!r}, {how}): {reason}; check the address, TLS "
                 "and API key, and that the server is running (for a local one: "
                 "`temporal server start-dev`, or pass no config to use the "
                 "embedded server)"

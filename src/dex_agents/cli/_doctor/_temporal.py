@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 from datetime import timedelta
 
@@ -11,6 +12,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from ..._errors import DexAgentsError, UserError
 from ...temporal import EngineConfig
+from ...temporal._engine import ADDRESS_ENV
 from .._context import Target, connect
 from .._errors import CommandError, prog
 from ._check import Check, Subject, failed_check, reason
@@ -25,9 +27,14 @@ _CLUSTER_FIX = (
 async def check_temporal(target: Target, timeout: float) -> Check:
     try:
         config = EngineConfig.from_env()
+        address = target.address or (config.address if config else None)
+        cluster = (
+            EngineConfig.from_env({**os.environ, ADDRESS_ENV: address})
+            if address
+            else None
+        )
     except UserError as err:
         return failed_check("temporal", "Temporal", str(err))
-    address = target.address or (config.address if config else None)
     about = Subject(
         name="temporal",
         title=f"Temporal at {address}" if address else "Temporal",
@@ -53,7 +60,7 @@ async def check_temporal(target: Target, timeout: float) -> Check:
             _CLUSTER_FIX.format(prog=prog())
             if address
             else f"start it with `{prog()} dev`",
-            sep=f" (namespace {target.namespace}): ",
+            sep=f" (namespace {target.namespace}{_tls(cluster)}): ",
         )
     about.details["address"] = conn.address
     about.title = f"Temporal at {conn.address}, namespace {conn.namespace}"
@@ -78,3 +85,12 @@ async def check_temporal(target: Target, timeout: float) -> Check:
                 _CLUSTER_FIX.format(prog=prog()),
             )
     return about.outcome("pass", conn.where)
+
+
+def _tls(config: EngineConfig | None) -> str:
+    """How a cluster was reached, for a failed connection: TLS is easy to miss."""
+    if config is None:
+        return ""
+    if config.api_key is not None and not config.tls:
+        return ", over TLS, which the API key turns on"
+    return ", over TLS" if config.tls else ""
