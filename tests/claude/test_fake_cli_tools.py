@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dex_agents import AgentSessionOptions, ToolPolicy
 from dex_agents.claude._runner import APPROVED_CLI_TOOL_OUTPUT
+from dex_agents.cli._views import turn_calls
 from support.claude_steps import (
     call_events,
     script_call,
@@ -69,6 +70,11 @@ async def test_approved_bash_runs_once_in_the_resumed_segment(suite: SuiteEnv) -
         assert (record.status, record.output) == ("finished", APPROVED_CLI_TOOL_OUTPUT)
         assert snap.turns[0].final_text == "done: ran"
         assert rig.bash_log(sid) == ["approved"]
+        # `show` prints what the command printed, from the resumed segment's event.
+        assert rig.sessions.store is not None
+        calls = await turn_calls(rig.sessions.store, sid, snap.turns)
+        (shown,) = calls["turn-1"]
+        assert (shown.record.tool_name, shown.record.output) == ("Bash", "ran")
 
 
 async def test_rejected_bash_never_runs_and_the_model_reads_the_rejection(

@@ -10,8 +10,8 @@ reads from there: the cost follows the turns shown, not the session's age.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import cast, get_args
 
 from ..session._json import JsonObject
@@ -100,7 +100,7 @@ async def turn_calls(
         for call_id, data in started[turn.turn_id].items():
             record = deferred.get(call_id)
             if record is not None:
-                shown.append(ShownCall(record=record))
+                shown.append(ShownCall(record=_ran_in_cli(record, finished)))
             else:
                 end = finished.get(call_id)
                 inline = _inline_record(call_id, data, end or {})
@@ -109,10 +109,27 @@ async def turn_calls(
                 )
         seen = {c.record.tool_call_id for c in shown}
         shown += [
-            ShownCall(record=r) for r in turn.tool_calls if r.tool_call_id not in seen
+            ShownCall(record=_ran_in_cli(r, finished))
+            for r in turn.tool_calls
+            if r.tool_call_id not in seen
         ]
         calls[turn.turn_id] = shown
     return calls
+
+
+def _ran_in_cli(record: ToolRecord, finished: Mapping[str, JsonObject]) -> ToolRecord:
+    """`record` with what its tool printed, when it ran inside the resumed segment.
+
+    Such a record (an approved `Bash`) keeps only "Approved; the call runs
+    inside the resumed Claude Code turn."; the segment's `tool_call_finished`
+    event has the output.
+    """
+    end = finished.get(record.tool_call_id)
+    if not record.finished_by_resumed_turn or end is None:
+        return record
+    output, error = end.get("output"), end.get("error")
+    said = output if output else error
+    return replace(record, output=str(said)) if said else record
 
 
 def _inline_record(call_id: str, started: JsonObject, end: JsonObject) -> ToolRecord:
