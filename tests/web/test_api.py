@@ -8,14 +8,22 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 from temporalio.client import Client
 
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient
+from dex_agents.temporal import EngineConfig, SessionClient, open_engine
+from dex_agents.testing._ledger_flow import ledger_flow
 from dex_agents.web import create_app
+from dex_agents.web._server import serving
+from dex_agents.web._tokens import Role
+from support.cli_harness import closed_port
+from support.session_harness import ledger_config
 from support.web_rig import WebRig, bearer, role_tokens, workerless_app
 
 REFUND = 'call create_refund {"orderId": "7"}'
+DESK = "https://desk.example.com"
+"""The origin of a browser front end on another site (the docs' CORS example)."""
 
 
 def error_of(response: httpx.Response) -> tuple[int, str]:
@@ -394,6 +402,90 @@ async def test_no_worker_is_503(client: Client, tmp_path: Path, flow_type: str) 
         assert error_of(ended) == (503, "no_worker")
 
 
+async def _unreachable_engine() -> Client:
+    """docs/web.md's client function, for a Temporal address where nothing listens."""
+    config = EngineConfig(address=f"127.0.0.1:{closed_port()}")
+    engine = await open_engine(config).start()
+    return await engine.client()
+
+
+async def _failing_client_function() -> Client:
+    raise RuntimeError("the vault holding the Temporal API key is sealed")
+
+
+@pytest.mark.parametrize(
+    ("source", "said"),
+    [
+        (_unreachable_engine, "cannot connect to the Temporal cluster"),
+        (_failing_client_function, "raised RuntimeError"),
+    ],
+)
+async def test_an_engine_out_of_reach_is_503_that_a_front_end_can_read(
+    tmp_path: Path, flow_type: str, source: object, said: str
+) -> None:
+    # The mount of docs/web.md, with CORS on: every call that needs Temporal
+    # says it cannot be reached (not "a bug"), with the headers a front end on
+    # the CORS origin needs to read that.
+    flow = ledger_flow(ledger_config(tmp_path, flow_type))
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    service = FastAPI()
+    service.mount(
+        "/agents",
+        create_app(
+            source,  # pyright: ignore[reportArgumentType]
+            [flow],
+            store,
+            tokens=role_tokens(),
+            cors_origins=[DESK],
+        ),
+    )
+    async with (
+        serving(service) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=60) as http,
+    ):
+        calls: list[tuple[str, str, Role]] = [
+            ("GET", "/agents/api/sessions/s1", "read"),
+            ("GET", "/agents/api/sessions/s1/events", "read"),
+            ("POST", "/agents/api/sessions", "chat"),
+            ("POST", "/agents/api/sessions/s1/messages", "chat"),
+        ]
+        for method, path, role in calls:
+            response = await http.request(
+                method,
+                path,
+                json={"text": "hi"} if path.endswith("messages") else None,
+                headers={**bearer(role), "Origin": DESK},
+            )
+            assert error_of(response) == (503, "engine_unavailable"), response.text
+            message = response.json()["error"]["message"]
+            assert "try again later" in message and said in message, message
+            assert "vault" not in message  # a function's own error stays in the log
+            assert response.headers.get("access-control-allow-origin") == DESK, path
+    await store.close()
+
+
+async def test_an_unexpected_error_is_a_500_that_a_front_end_can_read(
+    tmp_path: Path,
+) -> None:
+    async def not_a_client() -> Client:
+        # A client function with a bug: it hands back the address, not a client.
+        return "127.0.0.1:7233"  # pyright: ignore[reportReturnType]
+
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    app = create_app(not_a_client, [], store, tokens=role_tokens(), cors_origins=[DESK])
+    async with (
+        serving(app) as server,
+        httpx.AsyncClient(base_url=server.url, timeout=30) as http,
+    ):
+        response = await http.get(
+            "/api/sessions/s1", headers={**bearer("read"), "Origin": DESK}
+        )
+        assert error_of(response) == (500, "internal")
+        assert "a bug" in response.json()["error"]["message"]
+        assert response.headers.get("access-control-allow-origin") == DESK
+    await store.close()
+
+
 async def test_openapi_schema_is_served_and_names_every_endpoint(rig: WebRig) -> None:
     schema = (await rig.http.get("/api/openapi.json")).json()
     assert schema["components"]["securitySchemes"]["bearer"] == {
@@ -441,6 +533,15 @@ async def test_the_app_mounts_in_an_existing_fastapi_service(
         listed = await http.get("/agents/api/sessions", headers=bearer("read"))
         assert listed.status_code == 200
         assert (await http.get("/agents/api/sessions")).status_code == 401
+        # A refusal names the login form where the browser finds it: under the mount.
+        signed_out = await http.get("/agents/api/whoami")
+        assert error_of(signed_out) == (401, "unauthorized")
+        assert "sign in at `/agents/login`" in signed_out.json()["error"]["message"]
+        unknown = await http.get(
+            "/agents/api/whoami", headers={"Authorization": "Bearer not-a-token"}
+        )
+        assert error_of(unknown) == (401, "unauthorized")
+        assert "sign in again at `/agents/login`" in unknown.json()["error"]["message"]
         login = await http.get("/agents/inbox")
         assert (login.status_code, login.headers["location"]) == (
             303,
@@ -476,6 +577,35 @@ async def test_cors_is_off_by_default_and_configurable(
                 headers={**bearer("read"), "Origin": preflight["Origin"]},
             )
             assert ("access-control-allow-origin" in listed.headers) is allowed
+    await store.close()
+
+
+@pytest.mark.parametrize(
+    ("origin", "meant"),
+    [
+        ("http://127.0.0.1:9100/", "'http://127.0.0.1:9100'"),
+        ("127.0.0.1:9100", "'http://127.0.0.1:9100'"),
+        ("https://Desk.example.com/app", "'https://desk.example.com'"),
+        ("https://desk.example.com:443", "'https://desk.example.com'"),
+        ("null", "cannot be trusted"),
+    ],
+)
+async def test_a_mistyped_cors_origin_is_refused_naming_the_origin_meant(
+    client: Client, tmp_path: Path, origin: str, meant: str
+) -> None:
+    from dex_agents import InvalidArgumentError
+
+    # The browser's `Origin` is compared as text: such an entry never matches,
+    # and every preflight would fail with a plain-text 400.
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    with pytest.raises(InvalidArgumentError) as err:
+        create_app(client, [], store, tokens=role_tokens(), cors_origins=[origin])
+    assert err.value.argument == "cors_origins"
+    said = str(err.value)
+    assert f"bad entry of `cors_origins=`: {origin!r}" in said
+    assert "`scheme://host[:port]`" in said and meant in said
+    for fine in (["*"], [DESK, "http://127.0.0.1:9100", "http://[::1]:8080"]):
+        create_app(client, [], store, tokens=role_tokens(), cors_origins=fine)
     await store.close()
 
 

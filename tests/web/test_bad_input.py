@@ -200,3 +200,21 @@ async def test_the_sessions_filter_any_and_a_bad_page_query_are_pages(
         "/api/sessions", params={"status": "sleeping"}, headers=bearer("read")
     )
     assert refusal(api)[:2] == (422, "invalid_request")
+
+
+async def test_an_empty_message_is_a_schema_mismatch_and_the_schema_says_so(
+    rig: WebRig,
+) -> None:
+    schema = (await rig.http.get("/api/openapi.json")).json()["components"]["schemas"]
+    assert schema["SendMessage"]["properties"]["text"]["minLength"] == 1
+    sid = rig.session_id("empty-text")
+    await rig.sessions.start(sid, initial_message="say hi")
+    await rig.sessions.wait_for_idle(sid)
+
+    empty = await rig.http.post(
+        f"/api/sessions/{sid}/messages", json={"text": ""}, headers=bearer("chat")
+    )
+    status, code, message = refusal(empty)
+    assert (status, code) == (422, "invalid_request")  # as docs/web.md promises
+    assert "body.text: String should have at least 1 character" in message
+    assert (await rig.sessions.snapshot(sid)).turn_count == 1  # nothing queued

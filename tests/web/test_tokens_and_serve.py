@@ -21,6 +21,7 @@ from dex_agents.temporal import EmbeddedEngine
 from dex_agents.web import create_app
 from dex_agents.web._server import serving
 from dex_agents.web._tokens import TokenSet, hash_token, load_tokens, token_entry
+from support.cli_harness import closed_port
 from support.web_rig import role_tokens
 
 SERVE = [sys.executable, "-m", "dex_agents.web"]
@@ -137,6 +138,32 @@ def test_serve_refuses_anonymous_access_on_a_public_address() -> None:
     assert "needs a loopback --host" in done.stderr
 
 
+def test_serve_refuses_a_mistyped_cors_origin_in_one_line() -> None:
+    # Refused before it connects: the engine's address would not be reached.
+    done = subprocess.run(
+        [
+            *SERVE,
+            "--address",
+            f"127.0.0.1:{closed_port()}",
+            "--allow-anonymous-loopback",
+            "--cors-origin",
+            "https://desk.example.com",
+            "--cors-origin",
+            "http://127.0.0.1:9100/",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "error: bad `--cors-origin http://127.0.0.1:9100/`: "
+    ), done.stderr
+    assert "no trailing slash" in done.stderr
+    assert "pass 'http://127.0.0.1:9100'" in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
 async def test_serve_runs_the_app_until_interrupted(
     engine: EmbeddedEngine, tmp_path: Path
 ) -> None:
@@ -218,4 +245,38 @@ async def test_anonymous_loopback_for_dev(client: Client, tmp_path: Path) -> Non
         # A script on this machine (no Origin, no cookie) may.
         scripted = await http.post("/api/sessions/anon-x/end", json={})
         assert scripted.status_code == 404
+    await store.close()
+
+
+async def test_a_front_end_on_another_origin_reads_anonymously_and_writes_with_a_token(
+    client: Client, tmp_path: Path
+) -> None:
+    # docs/web.md: on an anonymous loopback app, a CORS origin's page reads
+    # without a token; to change anything it sends one.
+    desk = "http://localhost:5173"
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    app = create_app(
+        client,
+        [],
+        store,
+        tokens=role_tokens(),
+        allow_anonymous_loopback=True,
+        cors_origins=[desk],
+    )
+    async with serving(app) as server, httpx.AsyncClient(base_url=server.url) as http:
+        read = await http.get("/api/whoami", headers={"Origin": desk})
+        assert read.json()["name"] == "anonymous (loopback)"
+        assert read.headers["access-control-allow-origin"] == desk
+        anonymous = await http.post(
+            "/api/sessions/anon-y/end", json={}, headers={"Origin": desk}
+        )
+        assert anonymous.status_code == 403
+        assert anonymous.json()["error"]["code"] == "csrf_failed"
+        assert anonymous.headers["access-control-allow-origin"] == desk
+        with_token = await http.post(
+            "/api/sessions/anon-y/end",
+            json={},
+            headers={"Origin": desk, "Authorization": "Bearer tok-admin-secret"},
+        )
+        assert with_token.json()["error"]["code"] == "session_not_found"
     await store.close()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from ..web._app import create_app
+from ..web._app import cors_origin_problem, create_app
 from ..web._auth import is_loopback_name
 from ..web._server import serving
 from ..web._tokens import (
@@ -79,8 +79,8 @@ then:
     "cors_origins",
     multiple=True,
     metavar="ORIGIN",
-    help="An origin (`https://app.example.com`) whose pages may call the API; "
-    "repeat for several. Default: none (CORS off).",
+    help="An origin (`https://app.example.com`: no path, no trailing slash) whose "
+    "pages may call the API; repeat for several. Default: none (CORS off).",
 )
 @click.option(
     "--root-path",
@@ -147,6 +147,12 @@ def serve(
             f"--allow-anonymous-loopback needs a loopback --host, not {host!r}: "
             "anyone who reaches the port would be admin; use a token file instead"
         )
+    for origin in cors_origins:
+        problem = cors_origin_problem(origin)
+        if problem is not None:
+            raise BadArgumentError(
+                f"bad `--cors-origin {shlex.quote(origin)}`: {problem}"
+            )
 
     async def serve_app() -> None:
         """Serve the app with these options until it is stopped."""

@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
@@ -58,7 +59,8 @@ def create_app(
         allow_anonymous_loopback: Let requests from 127.0.0.1/::1 without a
             token act as admin: for `dev` only, never behind a proxy.
         cors_origins: Origins a browser front end may call the API from
-            (bearer tokens; no cookies). Off by default.
+            (bearer tokens; no cookies), each `scheme://host[:port]` as the
+            browser sends it in `Origin`, or `*` for any. Off by default.
         worker_timeout: Seconds a request waits for a worker to take it (then
             503 `no_worker`).
         wait_timeout: Seconds `POST .../messages` with `wait: true` waits for
@@ -73,8 +75,9 @@ def create_app(
         UserError: no store, a tokens file that cannot be read or parsed, or
             no token and no anonymous loopback.
         InvalidArgumentError: a timeout or the poll interval is not a positive
-            number of seconds.
+            number of seconds, or a CORS origin is not an origin.
     """
+    origins = _cors_origins(cors_origins)
     settings = WebOptions(
         worker_timeout=_seconds("worker_timeout", worker_timeout),
         wait_timeout=_seconds("wait_timeout", wait_timeout),
@@ -98,7 +101,7 @@ def create_app(
     auth = Auth(
         tokens=token_set,
         allow_anonymous_loopback=allow_anonymous_loopback,
-        trusted_origins=tuple(cors_origins),
+        trusted_origins=origins,
     )
     feeds = Feeds(store, poll_interval=settings.poll_interval)
 
@@ -127,10 +130,10 @@ def create_app(
             StaticFiles(packages=[("dex_agents.web", "static")]),
             name="static",
         )
-    if cors_origins:
+    if origins:
         app.add_middleware(
             CORSMiddleware,
-            allow_origins=list(cors_origins),
+            allow_origins=list(origins),
             allow_methods=["GET", "POST"],
             allow_headers=[
                 "Authorization",
@@ -163,6 +166,77 @@ def _with_bearer_scheme(app: FastAPI) -> None:
         return app.openapi_schema
 
     app.openapi = openapi
+
+
+_ORIGIN_RULE = (
+    "an origin is `scheme://host[:port]` as a browser sends it in its `Origin` "
+    "header, lowercase, with no path and no trailing slash (such as "
+    "`https://desk.example.com` or `http://127.0.0.1:9100`), or `*` for any origin"
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def cors_origin_problem(value: str) -> str | None:
+    """Why `value` cannot be a CORS origin, with the origin it likely means; None if it can.
+
+    The CORS middleware compares the browser's `Origin` header with each
+    origin as text, so `http://127.0.0.1:9100/` or `127.0.0.1:9100` would never
+    match and every preflight would fail with a plain-text 400: refused here,
+    when the app is made, instead. `dex-agents serve --cors-origin` asks it too.
+    """
+    if value == "*":
+        return None
+    if value == "null":
+        return (
+            "'null' is the origin of sandboxed frames and local files, which any "
+            f"site can make, so it cannot be trusted; {_ORIGIN_RULE}"
+        )
+    meant = _origin_meant(value)
+    if meant == value:
+        return None
+    hint = f"; pass {meant!r}" if meant is not None else ""
+    return f"{value!r} is not an origin: {_ORIGIN_RULE}{hint}"
+
+
+def _origin_meant(value: str) -> str | None:
+    """The origin `value` names, as a browser writes it (None when it names none)."""
+    text = value.strip()
+    if "://" not in text:
+        text = f"http://{text}"  # `127.0.0.1:9100`: a local page, most likely
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return None
+    host = parts.hostname
+    if not parts.scheme or not host or any(c.isspace() for c in host):
+        return None
+    scheme = parts.scheme.lower()
+    shown = f"[{host}]" if ":" in host else host
+    if port is not None and port != _DEFAULT_PORTS.get(scheme):
+        shown = f"{shown}:{port}"
+    return f"{scheme}://{shown}"
+
+
+def _cors_origins(values: Sequence[str]) -> tuple[str, ...]:
+    """`values` if each is an origin (`cors_origin_problem`); else the error that says so."""
+    if isinstance(values, str):
+        raise InvalidArgumentError(
+            "cors_origins",
+            f"`cors_origins=` takes a list of origins, not one string: pass "
+            f"[{values!r}]",
+        )
+    for value in values:
+        problem = (
+            cors_origin_problem(value)
+            if isinstance(value, str)  # pyright: ignore[reportUnnecessaryIsInstance]
+            else f"{value!r} is not a string; {_ORIGIN_RULE}"
+        )
+        if problem is not None:
+            raise InvalidArgumentError(
+                "cors_origins", f"bad entry of `cors_origins=`: {problem}"
+            )
+    return tuple(values)
 
 
 def _seconds(name: str, value: object) -> float:

@@ -77,10 +77,11 @@ class Auth:
                     "unauthorized",
                     "the Authorization header must be `Bearer <token>`",
                 )
-            return Caller(principal=await self._verify(token.strip()), via="bearer")
+            principal = await self._verify(token.strip(), request)
+            return Caller(principal=principal, via="bearer")
         cookie = request.cookies.get(TOKEN_COOKIE)
         if cookie:
-            return Caller(principal=await self._verify(cookie), via="cookie")
+            return Caller(principal=await self._verify(cookie, request), via="cookie")
         if self.allow_anonymous_loopback and _from_loopback(request):
             if _names_loopback(request):
                 return Caller(principal=ANONYMOUS, via="anonymous")
@@ -97,10 +98,10 @@ class Auth:
             "unauthorized",
             "this endpoint needs a token: send `Authorization: Bearer <token>` "
             "(tokens come from the app's token file; `dex-agents serve --new-token "
-            "NAME` makes one), or sign in at `/login` in a browser",
+            f"NAME` makes one), or sign in at `{_login(request)}` in a browser",
         )
 
-    async def _verify(self, token: str) -> Principal:
+    async def _verify(self, token: str, request: Request) -> Principal:
         principal = self.tokens.remembered(token)
         if principal is None:
             # scrypt takes tens of milliseconds: keep the event loop free.
@@ -110,7 +111,8 @@ class Auth:
                 401,
                 "unauthorized",
                 "the token is not valid for this app; check it against the token "
-                "file the app was started with, or sign in again at `/login`",
+                f"file the app was started with, or sign in again at "
+                f"`{_login(request)}`",
             )
         return principal
 
@@ -176,14 +178,21 @@ class Auth:
                 403,
                 "csrf_failed",
                 "this request carries no valid CSRF token; reload the page and "
-                "send it again (scripts send the `dex_csrf` cookie's value in "
-                "`X-CSRF-Token`, or use `Authorization: Bearer`)",
+                "send it again (a script on this app's origin sends the `dex_csrf` "
+                "cookie's value, which `document.cookie` holds once a page of the "
+                "app was loaded, in the `X-CSRF-Token` header; a client elsewhere "
+                "sends `Authorization: Bearer <token>` instead)",
             )
 
 
 def new_csrf_token() -> str:
     """A fresh double-submit token for the `dex_csrf` cookie."""
     return secrets.token_urlsafe(24)
+
+
+def _login(request: Request) -> str:
+    """The path of the login form as the browser reaches it (under the mount's prefix)."""
+    return f"{request.scope.get('root_path', '')}/login"
 
 
 def _is_form(request: Request) -> bool:

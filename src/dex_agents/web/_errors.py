@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
@@ -181,8 +182,9 @@ def translate(err: Exception, session_id: str = "") -> ApiError | None:
             return ApiError(
                 503,
                 "engine_unavailable",
-                f"the Temporal engine refused the request: {err.message}; check "
-                "that the engine runs and this app can reach it",
+                f"the Temporal engine refused the request: {err.message}; try "
+                "again later, and check that the engine runs and this app can "
+                "reach it",
             )
         case _:
             return None
@@ -338,15 +340,59 @@ def install_error_handlers(app: FastAPI) -> None:
         return error_response(exc.status_code, "invalid_request", str(exc.detail))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        _log.exception("unexpected error in %s %s", request.method, request.url.path)
-        return error_response(
-            500,
-            "internal",
-            "the server failed on this request (a bug; its log has the details); "
-            "retrying will not help until it is fixed",
-        )
+        return _internal(request, exc)
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(StarletteHTTPException, http_error)
+    # Starlette answers a handler of `Exception` in its outermost middleware,
+    # outside CORS; this middleware answers first, inside the middleware that
+    # `create_app` adds later, so a front end on another origin can read a 500
+    # too. The handler stays for a failure of that middleware itself.
+    app.add_middleware(_UnexpectedErrors)
     app.add_exception_handler(Exception, unexpected)
+
+
+def _internal(request: Request, exc: BaseException) -> JSONResponse:
+    """The 500 of an unexpected error, logged with its traceback; no internals shown."""
+    _log.error(
+        "unexpected error in %s %s",
+        request.method,
+        request.url.path,
+        exc_info=exc,
+    )
+    return error_response(
+        500,
+        "internal",
+        "the server failed on this request (a bug; its log has the details); "
+        "retrying will not help until it is fixed",
+    )
+
+
+class _UnexpectedErrors:
+    """ASGI middleware: an exception no handler took, answered as the JSON 500.
+
+    Only before the response started: a stream that fails midway is cut, as
+    any server cuts it.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:
+                raise
+            await _internal(Request(scope), exc)(scope, receive, send)

@@ -60,7 +60,9 @@ class _OfSession:
     session_id: str
 
 
-MessageText = Annotated[str, Field(max_length=32 * 1024 * 1024)]
+MessageText = Annotated[str, Field(min_length=1, max_length=32 * 1024 * 1024)]
+"""A message's text: not empty (the schema says it, so an empty one is a 422 like
+any other mismatch), at most 32 MiB."""
 SpendLimit = Annotated[float, Field(gt=0, allow_inf_nan=False)]
 """A spend limit in USD: a positive, finite number."""
 MediaType = Literal["image/png", "image/jpeg", "image/gif", "image/webp"]

@@ -188,19 +188,33 @@ def _render(
     )
     response = HTMLResponse(body, status)
     if request.cookies.get(CSRF_COOKIE) != csrf:
-        _set_cookie(response, request, CSRF_COOKIE, csrf)
+        # Readable by scripts (double-submit: a script of this origin copies it
+        # into `X-CSRF-Token`); another site can neither read nor send it.
+        _set_cookie(response, request, CSRF_COOKIE, csrf, httponly=False)
     response.headers["Content-Security-Policy"] = CSP
     response.headers["X-Content-Type-Options"] = "nosniff"
     response.headers["Referrer-Policy"] = "same-origin"
     return response
 
 
-def _set_cookie(response: Response, request: Request, name: str, value: str) -> None:
-    """Set cookie `name` for this app's paths: HTTP-only, same-site, secure on HTTPS."""
+def _set_cookie(
+    response: Response,
+    request: Request,
+    name: str,
+    value: str,
+    *,
+    httponly: bool = True,
+) -> None:
+    """Set cookie `name` for this app's paths: same-site, secure on HTTPS.
+
+    HTTP-only unless `httponly=False`: the token's cookie always is (a script
+    injected into a page could not steal it); the CSRF cookie is not, since
+    scripts of this origin send its value back in a header.
+    """
     response.set_cookie(
         name,
         value,
-        httponly=True,
+        httponly=httponly,
         samesite="strict",
         secure=request.url.scheme == "https",
         path=request.scope.get("root_path", "") or "/",

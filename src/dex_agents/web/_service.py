@@ -25,7 +25,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from .._errors import UnknownSessionError
+from .._errors import EngineError, UnknownSessionError
 from ..session._events import parsed_time
 from ..session._json import JsonObject
 from ..session._state import SessionStatus, TurnSummary, call_fields
@@ -105,12 +105,22 @@ class Service:
         """The background lookup of recorded answers for a list, while it runs."""
 
     async def client(self) -> Client:
-        """The Temporal client, connected on first use in this event loop."""
+        """The Temporal client, connected on first use in this event loop.
+
+        A connection that fails is the engine being out of reach, not a bug of
+        the request: 503 `engine_unavailable`, and the next request tries again.
+
+        Raises:
+            ApiError: 503 `engine_unavailable` when the client cannot be had.
+        """
         if self._client is None:
             async with self._connecting:
                 if self._client is None:
                     source = cast(Callable[[], Awaitable[Client]], self._client_source)
-                    self._client = await source()
+                    try:
+                        self._client = await source()
+                    except Exception as err:
+                        raise _unreachable(err) from err
         return self._client
 
     async def sessions(self, flow: AgentSessionFlow | None = None) -> SessionClient:
@@ -506,14 +516,14 @@ class Service:
                 _log.warning(
                     "cannot read the answers recorded in session %r's history: %s",
                     session_id,
-                    err,
+                    err.message or err.status.name,  # an outage has no message
                 )
             return {}  # not known to Temporal: nothing can be recorded for it
         except Exception as err:  # a read that fails shows no answer, never an error
             _log.warning(
                 "cannot read the answers recorded in session %r's history: %s",
                 session_id,
-                err or type(err).__name__,
+                str(err) or type(err).__name__,  # a timeout says nothing itself
             )
             return {}
         return {
@@ -616,6 +626,27 @@ _RECORDED_SECONDS = 10.0
 """Seconds a list reuses the recorded answers it found for a session."""
 _HISTORY_READ_SECONDS = 5.0
 """Seconds a history read may take before its session shows no recorded answer."""
+
+
+def _unreachable(err: Exception) -> ApiError:
+    """The 503 of a Temporal client that cannot be had: the engine is out of reach.
+
+    The library's own errors (a failed connection) are worded for people and
+    quoted; anything else the app's client function raised is named by its
+    type only, with the details in the log, as a 500 keeps internals there.
+    """
+    if isinstance(err, EngineError | RPCError):
+        _log.warning("cannot connect to Temporal: %s", err)
+        reason = str(err)
+    else:
+        _log.warning("the app's Temporal client function failed", exc_info=err)
+        reason = f"the app's client function raised {type(err).__name__}; its log has the details"
+    return ApiError(
+        503,
+        "engine_unavailable",
+        f"the Temporal engine cannot be reached now ({reason}); try again later, "
+        "and check that the engine runs and that this app can reach it",
+    )
 
 
 def _summary(snapshot: AgentSnapshot) -> SessionSummary:

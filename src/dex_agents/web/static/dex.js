@@ -344,6 +344,18 @@
       if (stop) stop.hidden = !BUSY.has(value);
     }
 
+    // The header's turn count, as the server's page says it: a turn's events
+    // (`turn-N`) mean the session has at least N turns.
+    const turnCount = document.getElementById("turn-count");
+    function countTurn(turnId) {
+      const found = /-(\d+)$/.exec(turnId || "");
+      if (!turnCount || !found) return;
+      const n = Number(found[1]);
+      if (n <= Number(turnCount.getAttribute("data-count"))) return;
+      turnCount.setAttribute("data-count", String(n));
+      turnCount.textContent = `${n} turn${n === 1 ? "" : "s"}`;
+    }
+
     function stopDone() {
       if (!stop) return;
       const button = stop.querySelector("button");
@@ -498,6 +510,7 @@
       if (e.type === "attempt_superseded") return drop(e);
       if (e.superseded) return; // a newer attempt of its step already streams
       const article = e.turn_id ? turn(e.turn_id) : null;
+      countTurn(e.turn_id);
       switch (e.type) {
         case "turn_started":
           turnStatus(article, "running"); setStatus("running"); break;
