@@ -10,7 +10,6 @@ import os
 import shutil
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from claude_agent_sdk import (
@@ -19,8 +18,6 @@ from claude_agent_sdk import (
     ResultMessage,
     ToolResultBlock,
     UserMessage,
-    create_sdk_mcp_server,
-    tool,
 )
 
 from dex_agents._errors import UserError
@@ -61,6 +58,7 @@ from support.claude_harness import (
 from support.claude_steps import fallback_segment
 from support.cli_argv_recorder import flag_value, recorded_runs, recording_cli
 from support.fake_cli import FAKE_CLAUDE_RESUME_WITHOUT_HOOKS_ENV
+from support.mcp_source_rig import AUTH, http_server
 
 # --- shared pieces ------------------------------------------------------------
 
@@ -144,17 +142,6 @@ async def test_row147_max_budget_usd_passes_to_the_cli_unchanged(
 # --- row 60 -------------------------------------------------------------------
 
 
-def external_server(calls: list[dict[str, Any]]) -> Any:
-    """An SDK MCP server `ext`, outside the adapter, with one tool `ping`."""
-
-    @tool("ping", "Ping a host", {"host": str})
-    async def ping(args: dict[str, Any]) -> dict[str, Any]:
-        calls.append(args)
-        return {"content": [{"type": "text", "text": f"pong {args['host']}"}]}
-
-    return create_sdk_mcp_server("ext", tools=[ping])
-
-
 @pytest.mark.parametrize(
     ("policy", "defers"),
     [
@@ -166,42 +153,58 @@ def external_server(calls: list[dict[str, Any]]) -> Any:
 async def test_row60_a_policy_named_mcp_server_tool_decides_its_approval(
     tmp_path: Path, policy: ToolPolicy | None, defers: bool
 ) -> None:
-    """Row 60: `mcp__ext__ping` in the policies decides the external tool's approval."""
-    calls: list[dict[str, Any]] = []
-    policies = {} if policy is None else {"mcp__ext__ping": policy}
-    runner = ClaudeAgentRunner(
-        ClaudeAgentDefinition(
-            options=fake_options(
-                tmp_path, tools=[], mcp_servers={"ext": external_server(calls)}
-            ),
-            tool_policies=policies,
+    """Row 60: `mcp__ext__read_balance` in the policies decides the external tool's
+    approval. `ext` is the ledger MCP server over HTTP, outside the adapter (an
+    in-process SDK server in `mcp_servers` is refused: its tools go in
+    `custom_tools`); its `readOnlyHint` does not count, only the policy does."""
+    ledger = JsonLedger(tmp_path / "ext-ledger.jsonl")
+    policies = {} if policy is None else {"mcp__ext__read_balance": policy}
+    async with http_server(ledger.path) as url:
+        runner = ClaudeAgentRunner(
+            ClaudeAgentDefinition(
+                options=fake_options(
+                    tmp_path,
+                    tools=[],
+                    mcp_servers={
+                        "ext": {
+                            "type": "http",
+                            "url": url,
+                            "headers": AUTH,
+                            "alwaysLoad": True,
+                        }
+                    },
+                ),
+                tool_policies=policies,
+            )
         )
-    )
-    driver = SessionDriver(runner)
-    seen_before_approval: list[list[dict[str, Any]]] = []
+        driver = SessionDriver(runner)
+        seen_before_approval: list[int] = []
 
-    def decide(call: ToolCall) -> bool:
-        seen_before_approval.append(list(calls))
-        return True
+        def decide(call: ToolCall) -> bool:
+            seen_before_approval.append(ledger.count("mcp_read"))
+            return True
 
-    result = await driver.turn(
-        'dex-script: call mcp__ext__ping {"host": "a"}', decide=decide
-    )
-    assert result.text == "done: pong a"
-    assert calls == [{"host": "a"}]
+        result = await driver.turn(
+            'dex-script: call mcp__ext__read_balance {"account": "a"}', decide=decide
+        )
+    assert result.text == "done: balance of a: 0"
+    assert [e["account"] for e in ledger.entries("mcp_read")] == ["a"]
     if defers:
         [call] = result.calls
-        assert (call.tool_name, call.metadata["kind"]) == ("mcp__ext__ping", "cli")
+        assert (call.tool_name, call.metadata["kind"]) == (
+            "mcp__ext__read_balance",
+            "cli",
+        )
         assert call.policy == (policy or ToolPolicy(effect="unclassified"))
         assert call.policy.needs_approval
         # It waited for approval, then ran in the resumed segment.
-        assert seen_before_approval == [[]]
+        assert seen_before_approval == [0]
         assert len(result.segments) == 2
     else:
         assert result.calls == [] and seen_before_approval == []
         assert len(result.segments) == 1
         [started] = driver.sink.of_type("tool_call_started")
-        assert started.data["tool_name"] == "mcp__ext__ping"
+        assert started.data["tool_name"] == "mcp__ext__read_balance"
 
 
 # --- rows 79, 83, 84 ----------------------------------------------------------

@@ -196,9 +196,11 @@ def test_options_factory_must_return_options() -> None:
 
 
 async def test_run_model_fails_before_any_cli_starts() -> None:
+    # A factory's options are checked per attempt (options given as they are
+    # are refused when the agent is defined: tests/claude_defs/).
     runner = ClaudeAgentRunner(
         ClaudeAgentDefinition(
-            options=ClaudeAgentOptions(
+            options=lambda _context: ClaudeAgentOptions(
                 permission_mode="bypassPermissions", cli_path="/nonexistent/claude"
             )
         )

@@ -107,9 +107,11 @@ def test_the_mode_cannot_come_in_by_a_raw_cli_flag(flag: str) -> None:
 async def test_a_refused_mode_fails_the_attempt_before_any_cli_starts(
     mode: Any,
 ) -> None:
+    # A factory's options are checked per attempt (options given as they are
+    # are refused when the agent is defined: tests/claude_defs/).
     runner = ClaudeAgentRunner(
         ClaudeAgentDefinition(
-            options=ClaudeAgentOptions(
+            options=lambda _context: ClaudeAgentOptions(
                 permission_mode=mode, cli_path="/nonexistent/claude"
             )
         )

@@ -30,7 +30,7 @@ from mcp.server import Server
 
 from ..session._records import ToolRecord
 from ._gate import ToolCallGate
-from ._tools import CustomTool, result_content, result_is_error
+from ._tools import CustomTool, result_content, result_is_error, run_handler
 
 TOOL_USE_ID_META_KEY = "claudecode/toolUseId"
 """Where CLI 2.1.327 puts the tool use ID in a `tools/call` request's `_meta`."""
@@ -110,7 +110,10 @@ async def serve_call(
     if problem is not None:
         return error_result(problem)
     try:
-        result = await tool.handler(arguments)
+        # A result of the wrong shape is refused (and logged) there, as a
+        # deferred call's is, so the model reads why rather than the SDK's or
+        # the CLI's error about what the handler returned.
+        result = await run_handler(tool, arguments)
     except Exception as e:
         # An inline read cannot fail RunModel: the model reads the error instead.
         return error_result(str(e) or type(e).__name__)

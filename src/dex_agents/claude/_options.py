@@ -3,18 +3,30 @@
 The adapter owns every option that decides how a segment starts, resumes, or
 gets permission: a setting that let a tool run without its approval or its Step
 fails the turn attempt with an `InvalidOptionError` (a `UserError` and a
-`TypeError`) naming the option.
+`TypeError`) naming the option. Options given as they are, not by a factory,
+cannot change between attempts, so the agent's definition runs the same check
+and refuses them before any turn.
+
+In-process SDK servers (`create_sdk_mcp_server`) in `mcp_servers` are refused
+rather than classified: their tools are closures inside an `mcp.server.Server`
+that the SDK does not hand back, so the adapter could not see their
+annotations or run their writes in a Step; the same tools in `custom_tools` get
+both.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
+from typing import cast
 
 from claude_agent_sdk import ClaudeAgentOptions
 
 from .._errors import InvalidOptionError
+from ..session import ToolPolicy
+from ..session._policy import ToolEffect
+from ._tools import CustomTool
 
 _OWNED_FIELDS: tuple[tuple[str, str], ...] = (
     ("can_use_tool", "the adapter answers permission requests"),
@@ -72,7 +84,9 @@ def check_options(
     Raises:
         InvalidOptionError: An option the adapter owns is set, the permission
             mode is not one of `ALLOWED_PERMISSION_MODES`, the server name is
-            taken, or `allowed_tools` allows a tool whose calls must defer.
+            taken, `mcp_servers` holds an in-process SDK server (its tools
+            belong in `custom_tools`), or `allowed_tools` allows a tool whose
+            calls must defer.
     """
     defaults = ClaudeAgentOptions()
     for name, why in _OWNED_FIELDS:
@@ -102,6 +116,21 @@ def check_options(
             "`mcp_servers` is a path or JSON string, so the adapter cannot add its "
             f"custom tool server {server_name!r}; pass a dict of server configs"
         )
+    for name, config in cast("Mapping[object, object]", servers).items():
+        if (
+            isinstance(config, Mapping)
+            and cast("Mapping[str, object]", config).get("type") == "sdk"
+        ):
+            raise InvalidOptionError(
+                f"`mcp_servers[{name!r}]` is an in-process SDK server "
+                "(`create_sdk_mcp_server`): the CLI would call its tools itself, "
+                "ignoring their annotations, and run a write inside the CLI, at "
+                "least once, with no Step or idempotency key; pass its tools as "
+                "`custom_tools=[...]` instead (each is then classified by its "
+                "policy or annotations, and a write runs in its own Step with an "
+                f"idempotency key; `custom_tool_server_name={name!r}` keeps the "
+                "names the model sees)"
+            )
     if server_name in servers:
         raise InvalidOptionError(
             f"`mcp_servers` uses the name {server_name!r}, which the custom tool "
@@ -115,6 +144,59 @@ def check_options(
                 "approval or run in their own step; remove it (the session's "
                 "policies decide these calls)"
             )
+
+
+def deferring_tools(
+    *,
+    server_name: str,
+    tools: Mapping[str, CustomTool],
+    source_tools: Collection[str] = (),
+    policies: Mapping[str, ToolPolicy],
+    default_effect: ToolEffect | None,
+) -> Callable[[str], bool]:
+    """The `must_defer` of `check_options`: whether calls of a tool must defer.
+
+    A name is an `allowed_tools` name: `mcp__<server_name>__<tool>` (or the
+    whole server, `mcp__<server_name>` and `mcp__<server_name>__*`) for the
+    served `tools` (and `source_tools`, tools that sources declare but did
+    not list yet), anything else a tool inside the CLI. A source's tool
+    always defers; a custom tool by its policy, else its annotations, else
+    the default effect; a CLI tool by its policy, else the default effect.
+
+    `default_effect` None means the session's default is not known yet (the
+    definition is checked before any session exists): a tool whose answer
+    depends on it is then not reported, and the check of each turn decides it.
+    """
+    prefix = f"mcp__{server_name}__"
+
+    def policy_of(tool: CustomTool) -> ToolPolicy | None:
+        policy = policies.get(tool.name)
+        if policy is not None:
+            return policy
+        effect = tool.annotation_effect or default_effect
+        return None if effect is None else ToolPolicy(effect=effect)
+
+    def defers(tool: CustomTool) -> bool:
+        if tool.source is not None:
+            return True  # Every source call runs in its tool Step.
+        policy = policy_of(tool)
+        return policy is not None and (policy.effect != "read" or policy.needs_approval)
+
+    def must_defer(name: str) -> bool:
+        if name in (f"mcp__{server_name}", f"{prefix}*"):
+            return bool(source_tools) or any(defers(t) for t in tools.values())
+        if name.startswith(prefix):
+            bare = name.removeprefix(prefix)
+            tool = tools.get(bare)
+            if tool is None:
+                return bare in source_tools
+            return defers(tool)
+        policy = policies.get(name)
+        if policy is None and default_effect is not None:
+            policy = ToolPolicy(effect=default_effect)
+        return policy is not None and policy.needs_approval
+
+    return must_defer
 
 
 def allowed_tool_name(entry: str) -> str | None:

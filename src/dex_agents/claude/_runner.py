@@ -16,12 +16,10 @@ from ..session import (
     ToolCall,
     ToolCallsRequested,
     ToolOutcome,
-    ToolPolicy,
     TurnCompleted,
 )
 from ..session._json import JsonObject
 from ..session._media import ImageReference
-from ..session._policy import resolve_policy
 from ..session._records import (
     DeferredToolExecution,
     reset_current_deferred_tool_execution,
@@ -30,11 +28,17 @@ from ..session._records import (
 from ..session._tool_sources import ToolStepOptions
 from ._definition import ClaudeAgentDefinition, ClaudeAgentOptionsContext
 from ._edits import check_edited_call
-from ._options import check_options
+from ._options import check_options, deferring_tools
 from ._park import LateEvents, ParkedSegment
 from ._segment import Segment, SegmentSetup
 from ._sources import SOURCE_CALL_KIND, execute_source_call, segment_tools
-from ._tools import CustomTool, result_content, result_is_error, result_text
+from ._tools import (
+    CustomTool,
+    result_content,
+    result_is_error,
+    result_text,
+    run_handler,
+)
 from ._transcript import USER_PROMPT_ITEM_KIND
 
 APPROVED_CLI_TOOL_OUTPUT = (
@@ -144,19 +148,18 @@ class ClaudeAgentRunner:
             timeout=self.definition.tool_source_listing_timeout,
         )
 
-        def must_defer(name: str) -> bool:
-            prefix = f"mcp__{server_name}__"
-            if name in (f"mcp__{server_name}", f"{prefix}*"):
-                return any(
-                    self._defers(tool, policies, context) for tool in tools.values()
-                )
-            if name.startswith(prefix):
-                tool = tools.get(name.removeprefix(prefix))
-                return tool is not None and self._defers(tool, policies, context)
-            return resolve_policy(
-                name, policies, context.default_tool_effect
-            ).needs_approval
-
+        must_defer = deferring_tools(
+            server_name=server_name,
+            tools=tools,
+            # Declared ones too: a source whose listing failed still owns them.
+            source_tools=[
+                name
+                for source in self.definition.tool_sources
+                for name in source.declared_tool_names
+            ],
+            policies=policies,
+            default_effect=context.default_tool_effect,
+        )
         check_options(options, server_name=server_name, must_defer=must_defer)
         return SegmentSetup(
             options=options,
@@ -196,7 +199,8 @@ class ClaudeAgentRunner:
 
         Raises:
             ToolExecutionError: The arguments do not fit the tool's schema, the
-                tool is gone, or its result has `is_error`; the model reads it.
+                tool is gone, its result has `is_error`, or its handler returned
+                something that is not a tool result; the model reads it.
         """
         if call.metadata.get("kind") == "cli":
             return ToolOutcome(
@@ -216,7 +220,10 @@ class ClaudeAgentRunner:
             raise ToolExecutionError(problem)
         token = set_current_deferred_tool_execution(execution)
         try:
-            result = await tool.handler(dict(call.arguments))
+            # A result of the wrong shape raises ToolExecutionError there: the
+            # call ends failed, not retried (another attempt would run the
+            # handler's effect again and return the same wrong shape).
+            result = await run_handler(tool, dict(call.arguments))
         finally:
             reset_current_deferred_tool_execution(token)
         if result_is_error(result):
@@ -271,12 +278,3 @@ class ClaudeAgentRunner:
             if source.source_name == name:
                 return source.tool_call_step_options(call.tool_name)
         return ToolStepOptions()
-
-    @staticmethod
-    def _defers(
-        tool: CustomTool, policies: dict[str, ToolPolicy], context: RunModelContext
-    ) -> bool:
-        if tool.source is not None:
-            return True  # Every source call runs in its tool Step.
-        policy = tool.policy(policies, context.default_tool_effect)
-        return policy.effect != "read" or policy.needs_approval

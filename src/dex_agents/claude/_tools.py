@@ -4,12 +4,19 @@ Policies, interrupts and records name a custom tool bare (`create_refund`), whil
 the model sees it as `mcp__<server>__create_refund`. A bare name that is also a
 Claude Code tool, or one that already looks like an MCP tool name, would make a
 policy or a record ambiguous, so such names are refused when the agent is
-defined.
+defined; so is a handler that is not async, which no call could await.
+
+Both paths that run a handler (an inline call in the segment's MCP server, a
+deferred call in its tool Step) go through `run_handler`, whose one check of
+the result's shape makes a wrong result read and log the same on both.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -31,7 +38,7 @@ from claude_agent_sdk import (
     _convert_tool_content as _sdk_tool_content,  # pyright: ignore[reportPrivateUsage]
 )
 
-from .._errors import InvalidOptionError
+from .._errors import InvalidOptionError, ToolExecutionError
 from .._schema import compiled_validator
 from ..session import ToolPolicy
 from ..session._policy import ToolEffect, shown
@@ -97,6 +104,11 @@ CLAUDE_CODE_TOOL_NAMES: frozenset[str] = frozenset(
 
 ToolHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
+logger = logging.getLogger(__name__)
+
+TOOL_RESULT_SHAPE = "{'content': [{'type': 'text', 'text': '...'}]}"
+"""How a handler's result looks, for the messages that refuse another one."""
+
 
 def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
     """Refuse custom tools that are not tools, are ambiguous, or the CLI would drop.
@@ -107,7 +119,8 @@ def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
     Raises:
         TypeError: An item is not a `claude_agent_sdk.tool`; a name is empty,
             collides with a Claude Code tool, starts with `mcp__`, or repeats
-            another custom tool; or an input schema is not a valid JSON Schema
+            another custom tool; a handler is a plain `def` (see
+            `_is_sync_function`); or an input schema is not a valid JSON Schema
             of an object (the CLI would drop the tool, and the model would read
             that no such tool is available).
     """
@@ -147,7 +160,38 @@ def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
                 f"custom tool {name!r} has the handler {shown(handler)}; decorate an "
                 "async function with @tool"
             )
+        if _is_sync_function(handler):
+            raise InvalidOptionError(
+                f"the handler of custom tool {name!r} is not async "
+                f"({getattr(handler, '__qualname__', shown(handler))}): the adapter "
+                "awaits it, so every call would fail and the model read an error "
+                "instead of its result; define it with `async def`"
+            )
         _check_input_schema(checked)
+
+
+def _is_sync_function(handler: object) -> bool:
+    """Whether `handler` is plainly a `def` (or an object whose `__call__` is one).
+
+    Awaiting what a sync handler returns fails on every call, long after the
+    agent was defined, so such a handler is refused when it is. A sync wrapper
+    made with `functools.wraps` around an `async def` returns its coroutine
+    and passes; a callable this cannot see into (a builtin) passes too, and a
+    non-awaitable it returns is checked as a result when it is called.
+    """
+    target = handler
+    while isinstance(target, functools.partial):
+        target = cast("functools.partial[object]", target).func
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        call = inspect.getattr_static(type(target), "__call__", None)
+        if not inspect.isfunction(call):
+            return False
+        target = call
+    # `unwrap` follows `functools.wraps` to the function a decorator wrapped.
+    return not (
+        inspect.iscoroutinefunction(target)
+        or inspect.iscoroutinefunction(inspect.unwrap(target))
+    )
 
 
 def _check_input_schema(tool: SdkMcpTool[Any]) -> None:
@@ -306,8 +350,117 @@ class CustomTool:
         return None
 
 
+async def run_handler(tool: CustomTool, arguments: dict[str, Any]) -> dict[str, Any]:
+    """Run `tool`'s handler on `arguments` and return its result, checked.
+
+    Both paths run a custom tool through this: an inline call in the segment's
+    MCP server and a deferred call in its tool Step. So a result of the wrong
+    shape is refused the same way on both (the model reads the same message,
+    and it is logged here, where the handler ran), instead of one path
+    converting it and the other failing in the SDK or the CLI.
+
+    Raises:
+        ToolExecutionError: The handler ran but returned something that is not
+            a tool result (see `checked_result`). It is the developer's error,
+            so it is not retried: a deferred call ends `failed`, and the model
+            reads the message, which says the handler ran and the fix.
+        Exception: Whatever the handler raised, as it raised it.
+    """
+    returned: object = tool.handler(arguments)
+    if inspect.isawaitable(returned):
+        returned = await returned
+    try:
+        return checked_result(tool.name, returned)
+    except ToolExecutionError as e:
+        logger.error("%s", e)
+        raise
+
+
+def checked_result(tool_name: str, result: object) -> dict[str, Any]:
+    """`result` if it has the shape of a tool result; else a message for the model.
+
+    A tool result is a dict whose `content` is a list of content blocks: text
+    blocks with a str `text`, image blocks with str `data` (base64) and
+    `mimeType`, and the others the SDK maps (`resource_link`, `resource` with
+    a str `text`; unknown types are dropped, as the SDK drops them). Text that
+    is not a str is refused rather than converted, since MCP has no other text.
+
+    Raises:
+        ToolExecutionError: It is not, naming the tool, what was wrong and the fix.
+    """
+
+    def refused(problem: str, fix: str) -> ToolExecutionError:
+        return ToolExecutionError(
+            f"the handler of tool {tool_name!r} returned {problem}: {fix} (it ran, "
+            "so what it did before returning may have taken effect)"
+        )
+
+    return_one = f"return a tool result such as {TOOL_RESULT_SHAPE}"
+    if not isinstance(result, dict):
+        got = "None" if result is None else shown(result)
+        raise refused(f"{got}, not a tool result ({TOOL_RESULT_SHAPE})", "return one")
+    checked = cast("dict[str, Any]", result)
+    # No `content` is an empty result, as the SDK's own server reads it.
+    content: object = checked.get("content", [])
+    if not isinstance(content, list):
+        raise refused(
+            f"a dict whose `content` is {shown(content)}, not a list of content blocks",
+            return_one,
+        )
+    for index, item in enumerate(cast("list[object]", content)):
+        where = f"`content[{index}]`"
+        block: object = item
+        kind = (
+            cast("dict[str, object]", block).get("type")
+            if isinstance(block, dict)
+            else None
+        )
+        if not isinstance(kind, str):
+            raise refused(
+                f"{where} = {shown(cast(object, block))}, not a content block "
+                "(a dict with a str `type`)",
+                return_one,
+            )
+        fields = cast("dict[str, object]", block)
+        for name, fix in _BLOCK_STR_FIELDS.get(kind, {}).items():
+            value = fields.get(name)
+            if not isinstance(value, str):
+                article = "an" if kind[:1] in "aeiou" else "a"
+                raise refused(
+                    f"{article} {kind} block ({where}) whose `{name}` is "
+                    f"{shown(value)}, not a str",
+                    fix,
+                )
+        resource: object = fields.get("resource")
+        if kind == "resource" and not (
+            isinstance(resource, dict)
+            and isinstance(cast("dict[str, object]", resource).get("text", ""), str)
+        ):
+            raise refused(
+                f"a resource block ({where}) whose `resource` is "
+                f"{shown(cast(object, resource))}, not a dict with a str `text`",
+                return_one,
+            )
+    return checked
+
+
+_BLOCK_STR_FIELDS: dict[str, dict[str, str]] = {
+    "text": {
+        "text": "make it a str (str(value), or value.isoformat() for a datetime)",
+    },
+    "image": {
+        "data": "give the image as base64 text (base64.b64encode(raw).decode())",
+        "mimeType": 'give its media type as a str, such as "image/png"',
+    },
+}
+"""The fields of a content block that MCP requires to be str, and each one's fix."""
+
+
 def result_content(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A handler result's content as MCP content blocks, as the SDK maps it."""
+    """A handler result's content as MCP content blocks, as the SDK maps it.
+
+    `result` is one `checked_result` accepted.
+    """
     content = result.get("content", [])
     # The handler's JSON: isinstance leaves the item type unknown; the SDK maps dicts.
     return _sdk_tool_content(
