@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import sys
 import types
 import uuid
@@ -26,7 +27,11 @@ from dex_agents.temporal import (
     create_agent_session_flow,
     create_worker,
 )
-from dex_agents.temporal._plugin import session_plugin
+from dex_agents.temporal._plugin import (
+    _WORKER_THROTTLE,  # pyright: ignore[reportPrivateUsage]
+    HEARTBEAT_THROTTLE,
+    session_plugin,
+)
 from dex_agents.testing import Ledger, ScriptedRunner
 from dex_agents.testing._ledger_flow import ledger_flow
 from support.session_harness import ledger_config
@@ -213,4 +218,37 @@ async def test_a_stopped_worker_waits_for_what_its_segments_left_running(
     async with create_worker(client, [flow], store=store):
         linger(asyncio.create_task(exiting()))
     assert exited.is_set()
+    await store.close()
+
+
+async def test_session_workers_send_heartbeats_each_second_unless_told_otherwise(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    """A cancel reaches a Step at its next heartbeat: within about a second.
+
+    `Worker` fills `max_heartbeat_throttle_interval` with its default of 60 s,
+    so the plugin's `setdefault` never applied: heartbeats went every 8 s (80%
+    of the heartbeat timeout) and a `cancel_turn` took up to 8 s to land.
+    """
+    default = inspect.signature(Worker.__init__).parameters[
+        "max_heartbeat_throttle_interval"
+    ]
+    assert default.default == _WORKER_THROTTLE  # the value the plugin replaces
+    # A queue each: Temporal refuses two workers of one queue on one client.
+    flows = [ledger_flow(ledger_config(tmp_path, f"{flow_type}{n}")) for n in "abc"]
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    own = await _own_client(client, SessionPlugin(flows, store=store))
+
+    def throttle(worker: Worker) -> object:
+        return worker.config(active_config=True).get("max_heartbeat_throttle_interval")
+
+    made = create_worker(client, [flows[0]], store=store)
+    assert throttle(made) == HEARTBEAT_THROTTLE
+    assert throttle(Worker(own, task_queue=flows[1].task_queue)) == HEARTBEAT_THROTTLE
+    own_choice = Worker(
+        own,
+        task_queue=flows[2].task_queue,
+        max_heartbeat_throttle_interval=timedelta(seconds=5),
+    )
+    assert throttle(own_choice) == timedelta(seconds=5)
     await store.close()

@@ -44,6 +44,9 @@ _SANDBOXED_MODULE = "dex_agents.temporal._workflow"
 
 HEARTBEAT_THROTTLE = timedelta(seconds=1)
 """The longest a Step's heartbeats are held back: how soon a cancel reaches it."""
+_WORKER_THROTTLE = timedelta(seconds=60)
+"""`Worker`'s own default, which it puts in a config no one set it in (a test
+pins it to temporalio's)."""
 LINGER_SECONDS = 12.0
 """Seconds a stopped worker waits for the CLIs its segments left exiting (each
 is killed 10 s after its segment returned)."""
@@ -188,8 +191,12 @@ class SessionPlugin(SimplePlugin):
         lots = {k: lot for k, lot in lots.items() if lot.enabled}
         # A cancelled Step (`cancel_turn`) learns of it from a heartbeat's answer:
         # sent at most each second, a Stop lands within about a second, not the
-        # SDK's default of 80% of the heartbeat timeout. A worker's own setting wins.
-        config.setdefault("max_heartbeat_throttle_interval", HEARTBEAT_THROTTLE)  # pyright: ignore[reportUnknownMemberType]
+        # SDK's default of 80% of the heartbeat timeout (8 s). `Worker` fills
+        # every key with its default, so a default value is replaced; a worker's
+        # own other setting wins.
+        throttle = config.get("max_heartbeat_throttle_interval")  # pyright: ignore[reportUnknownMemberType]
+        if throttle is None or throttle == _WORKER_THROTTLE:
+            config["max_heartbeat_throttle_interval"] = HEARTBEAT_THROTTLE
         config["workflows"] = [
             *config.get("workflows", ()),  # pyright: ignore[reportUnknownMemberType]
             *(f.workflow_class for f in flows),
