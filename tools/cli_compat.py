@@ -223,7 +223,7 @@ BEHAVIORS: tuple[Behavior, ...] = (
         (_PAIRED + "test_resume_without_the_server_is_unavailable[real]",),
     ),
     Behavior(
-        "An error result (error_max_turns) fails the attempt, retryable",
+        "An error result (error_max_turns) fails the attempt, not retryable",
         (_PROCESS + "test_an_error_result_fails_the_attempt",),
     ),
     Behavior(

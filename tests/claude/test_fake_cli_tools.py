@@ -115,16 +115,15 @@ async def test_an_input_rewriting_application_hook_decides_what_is_approved_and_
 async def test_a_rewritten_input_that_fails_the_schema_never_reaches_the_tool(
     suite: SuiteEnv,
 ) -> None:
+    # The input the application's hook rewrote fails the tool's schema: it is
+    # refused before any approval, and the model reads why in the same segment.
     async with in_process(suite, hooks=("break_refund_schema",)) as rig:
         sid = "rewrite-breaks-schema"
         message = script_call("create_refund", orderId="7")
-        interrupt = await start_to_interrupt(rig, sid, message)
-        assert interrupt.arguments == {"orderId": 7}
-        snap = await rig.resolve(sid)
-        (record,) = snap.turns[0].tool_calls
-        message = "Input validation error: 7 is not of type 'string'"
-        assert (record.status, record.output) == ("failed", message)
-        assert snap.turns[0].final_text == f"done: {message}"
+        snap = await start_idle(rig.sessions, sid, message)
+        assert snap.pending_interrupts == [] and snap.turns[0].tool_calls == []
+        problem = "Input validation error: 7 is not of type 'string'"
+        assert snap.turns[0].final_text == f"done: create_refund did not run: {problem}"
         assert rig.ledger.count("create_refund_started") == 0
 
 

@@ -21,6 +21,20 @@ Every tool call of a segment reaches `ToolPermissions.pre_tool_use` once (CLI
 The application's own PreToolUse hooks run first, inside this hook (see
 `_app_hooks`), except for a resumed call with a final record: it passed them
 when it was deferred, and a later deny would hide its recorded result.
+
+A custom call that would defer is checked against its tool's input schema
+first: one that does not fit never reaches an approval or a Step. Its hook
+answers `ask` and `can_use_tool` denies it, so the model reads the validation
+error at once and as an inline call's (a hook's denial would reach it behind a
+"PreToolUse:<tool> hook error:" prefix).
+
+Events: an allowed call writes `tool_call_started` here (its result writes
+`tool_call_finished` in the segment). A call the application refuses (its
+PreToolUse hook, `claude_code_tool_permission`), a custom call whose input
+fails its schema and a source call its source refuses write both events here,
+`rejected` or `failed`, since no Step or result ever reports them. The adapter's
+own flow-control denials (one deferrable call per reply, a subagent's call, a
+reused tool use ID) write none: the model calls again, and that call reports.
 """
 
 from __future__ import annotations
@@ -42,8 +56,16 @@ from claude_agent_sdk import (
 )
 
 from .._errors import SessionError
-from ..session import AgentEvent, RunModelContext, ToolCall, ToolPolicy
+from ..session import (
+    AgentEvent,
+    RunModelContext,
+    ToolCall,
+    ToolCallFinishedEvent,
+    ToolPolicy,
+)
+from ..session._events import agent_event
 from ..session._policy import ToolEffect, resolve_policy
+from ..session._state import clip
 from ..session._tool_sources import source_call_policy
 from ._app_hooks import AppHookOutcome, matchers_timeout, run_app_hooks
 from ._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
@@ -105,6 +127,8 @@ class ToolPermissions:
         self._hook_timeout = hook_timeout
         self._primed: tuple[str, str, PrimedCall] | None = None
         """The primed call: its tool use ID, its CLI tool name, its input."""
+        self._refusals: dict[str, str] = {}
+        """What `can_use_tool` denies an `ask`ed call with, by tool use ID (see `_refuse`)."""
         # Decisions are made one at a time, in the order the CLI asks, so "the
         # first deferrable call" is well defined even while hooks await.
         self._lock = asyncio.Lock()
@@ -196,7 +220,14 @@ class ToolPermissions:
                 )
             outcome = await run_app_hooks(self._app_matchers, data, call_id)
             if outcome.decision == "deny":
-                self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+                self._refuse(
+                    call_id,
+                    tool_name,
+                    outcome.tool_input,
+                    "rejected",
+                    outcome.reason
+                    or f"{self._display(tool_name)} was denied by a PreToolUse hook",
+                )
                 return _output("deny", outcome.reason, outcome=outcome)
             return await self._decide(call_id, tool_name, data, outcome)
 
@@ -216,6 +247,8 @@ class ToolPermissions:
             asked = self._gate.take_ask(call_id)
             if asked is not None and asked.record is not None:
                 return PermissionResultDeny(message=asked.record.model_text)
+            if asked is not None and call_id in self._refusals:
+                return PermissionResultDeny(message=self._refusals.pop(call_id))
             if self._gate.decision(call_id) is not None:
                 return PermissionResultDeny(
                     message=f"{tool_name} did not run: this call was already decided."
@@ -334,13 +367,12 @@ class ToolPermissions:
                     if inspect.isawaitable(answer):
                         answer = await answer
                 except Exception as e:
-                    self._gate.decide(
-                        call_id, Decision(kind="deny", tool_name=tool_name)
-                    )
-                    return _output("deny", str(e) or type(e).__name__, outcome=outcome)
+                    reason = str(e) or type(e).__name__
+                    self._refuse(call_id, tool_name, final_input, "rejected", reason)
+                    return _output("deny", reason, outcome=outcome)
                 if isinstance(answer, ClaudeCodeToolDenial):
-                    self._gate.decide(
-                        call_id, Decision(kind="deny", tool_name=tool_name)
+                    self._refuse(
+                        call_id, tool_name, final_input, "rejected", answer.reason
                     )
                     return _output("deny", answer.reason, outcome=outcome)
                 if isinstance(answer, ToolPolicy):
@@ -358,16 +390,7 @@ class ToolPermissions:
                 arguments=final_input,
             )
             self._gate.decide(call_id, decision)
-            self._context.events.emit(
-                AgentEvent(
-                    type="tool_call_started",
-                    data={
-                        "tool_call_id": call_id,
-                        "tool_name": display,
-                        "arguments": final_input,
-                    },
-                )
-            )
+            self._emit_started(call_id, display, final_input)
             return _output(
                 "allow",
                 "",
@@ -377,6 +400,15 @@ class ToolPermissions:
         if data.get("agent_id"):
             self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
             return _output("deny", subagent_text(display), outcome=outcome)
+        problem = custom.validation_error(final_input) if custom is not None else None
+        if problem is not None:
+            # Checked before the call waits for anyone: a person would approve an
+            # input its tool refuses (its Step would fail with this text), and the
+            # model would learn of it only after the approval. An inline call's
+            # tool server checks the same schema before its handler runs.
+            text = f"{display} did not run: {problem}"
+            self._refuse(call_id, tool_name, final_input, "failed", text, ask=True)
+            return _output("ask", text, outcome=outcome)
         requires_approval = policy.requires_approval or asks
         call = ToolCall(
             tool_call_id=call_id,
@@ -433,12 +465,9 @@ class ToolPermissions:
         try:
             built = await source.build_call(tool.name, final_input)
         except Exception as e:
-            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
-            return _output(
-                "deny",
-                f"{tool.name} did not run: {e or type(e).__name__}",
-                outcome=outcome,
-            )
+            text = f"{tool.name} did not run: {e or type(e).__name__}"
+            self._refuse(call_id, tool_name, final_input, "failed", text)
+            return _output("deny", text, outcome=outcome)
         policy = source_call_policy(built, self._policies.get(tool.name))
         asks = outcome.decision == "ask"
         call = ToolCall(
@@ -469,6 +498,68 @@ class ToolPermissions:
             self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
             return _output("deny", source_one_reply_text(tool.name), outcome=outcome)
         return _output("defer", "", outcome=outcome)
+
+    def _display(self, tool_name: str) -> str:
+        """The name events give a call: a custom tool's own name, else the CLI's."""
+        name = tool_name.removeprefix(self._prefix)
+        return name if name != tool_name and name in self._tools else tool_name
+
+    def _emit_started(
+        self, call_id: str, display: str, arguments: Mapping[str, Any]
+    ) -> None:
+        self._context.events.emit(
+            AgentEvent(
+                type="tool_call_started",
+                data={
+                    "tool_call_id": call_id,
+                    "tool_name": display,
+                    "arguments": dict(arguments),
+                },
+            )
+        )
+
+    def _refuse(
+        self,
+        call_id: str,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        status: Literal["rejected", "failed"],
+        text: str,
+        *,
+        ask: bool = False,
+    ) -> None:
+        """Deny `call_id` and write its outcome: nothing else ever reports it.
+
+        The call never reaches the session (no interrupt, Step or record) and
+        its denial's result is not reported by the segment, so without these
+        two events a refused call would leave no trace in the event log.
+        `rejected` is the application's refusal (its hook or its
+        `claude_code_tool_permission`), with `text` as the rejection message;
+        `failed` is a call that could not be built (an input its schema
+        refuses, a source's refusal), with `text` as the error.
+
+        With `ask`, the hook answers `ask` and `can_use_tool` denies with
+        `text`: the model then reads `text` as it is, as it reads an inline
+        call's error, where a hook's denial reaches it behind a
+        "PreToolUse:<tool> hook error:" prefix.
+        """
+        if ask:
+            self._gate.decide(call_id, Decision(kind="ask", tool_name=tool_name))
+            self._refusals[call_id] = text
+        else:
+            self._gate.decide(call_id, Decision(kind="deny", tool_name=tool_name))
+        display = self._display(tool_name)
+        self._emit_started(call_id, display, arguments)
+        rejected = status == "rejected"
+        finished = ToolCallFinishedEvent(
+            tool_call_id=call_id,
+            tool_name=display,
+            status=status,
+            output="" if rejected else text,
+            error=None if rejected else clip(text),
+            rejection_message=clip(text) if rejected else None,
+        )
+        self._context.events.emit(agent_event(finished))
 
 
 def _reason(name: str, policy: ToolPolicy, outcome: AppHookOutcome) -> str:

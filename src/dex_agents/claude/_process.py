@@ -9,6 +9,15 @@ process group and makes Linux SIGKILL it when the worker dies, and then `exec`s
 the CLI with the same PID; when the attempt ends, however it ends,
 `CliProcessGroup.kill` SIGKILLs whatever is left of the group.
 
+The group alone is not enough: the CLI (2.1.332) starts each Bash command
+detached, as the leader of a session of its own, so a command running when its
+CLI was killed (an approved `sleep 600`, a build) went on, reparented to init,
+after the turn was cancelled. `kill` therefore stops the CLI's group first (a
+stopped process starts nothing), finds the processes the CLI started by their
+parent PIDs in `/proc`, SIGKILLs the groups they lead and then the CLI's own.
+A command that detaches itself once more (a daemon) is not found, and a
+SIGKILLed worker takes only the CLI with it (the death signal is the CLI's).
+
 Where util-linux's `setsid` and `setpriv --pdeathsig` exist (every Linux
 distribution ships them), the script is `sh` and two `exec`s: about 4 ms. Else
 it runs `_launcher.py` under Python, which does the same with `ctypes` (about
@@ -125,25 +134,73 @@ class CliProcessGroup:
             return None
 
     def kill(self) -> None:
-        """SIGKILL every process left in the group; nothing if none started."""
+        """SIGKILL every process left in the group and those the CLI started.
+
+        Nothing if none started. A CLI that already exited left nothing to
+        find (its children were reparented when it exited), so the search of
+        `/proc` runs only while its group is alive: on a cancel, not after a
+        segment that ended on its own.
+        """
         pid = self.pid
         if pid is None:
             return
         try:
-            os.killpg(pid, signal.SIGKILL)
-            self.killed = True
+            os.killpg(pid, signal.SIGSTOP)
         except ProcessLookupError:
             # Killed before `setsid` made its group: the process alone, if alive.
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
                 self.killed = True
+            return
         except PermissionError:
-            pass
+            return
+        for leader in _detached_leaders(pid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(leader, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+            self.killed = True
 
     def _require_directory(self) -> Path:
         if self._directory is None:
             raise RuntimeError("CliProcessGroup is used outside its `with` block")
         return self._directory
+
+
+def _detached_leaders(root: int) -> list[int]:
+    """Descendants of `root` that lead a process group other than `root`'s.
+
+    Read from `/proc/<pid>/stat` (parent PID, group); an empty list where
+    there is no `/proc`. Only a group whose leader is a descendant is named,
+    so the worker's own group, or anyone else's, is never among them.
+    """
+    parents: dict[int, list[tuple[int, int]]] = {}
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            # `pid (comm) state ppid pgrp ...`; comm may hold spaces and parentheses.
+            fields = (entry / "stat").read_bytes().rpartition(b")")[2].split()
+            parent, group = int(fields[1]), int(fields[2])
+        except (OSError, ValueError, IndexError):
+            continue
+        parents.setdefault(parent, []).append((int(entry.name), group))
+    leaders: list[int] = []
+    pending = [root]
+    seen = {root}
+    while pending:
+        for child, group in parents.get(pending.pop(), []):
+            if child in seen:
+                continue
+            seen.add(child)
+            pending.append(child)
+            if group == child:
+                leaders.append(child)
+    return leaders
 
 
 _BOUND: contextvars.ContextVar[CliProcessGroup | None] = contextvars.ContextVar(

@@ -3,9 +3,11 @@
 The segment starts `query()` with the adapter's options, streams live events,
 and turns the result into `ToolCallsRequested` (the CLI deferred the one call
 the hook deferred) or `TurnCompleted`. An error result, or a CLI that ends
-without one, raises: the attempt fails and reruns whole, except a request too
-large for the model, which fails for good (see `_limits`, which also sizes the
-SDK's bound on a CLI output line for large prompts).
+without one, raises: the attempt fails and reruns whole, except what another
+attempt would end the same way, which fails for good: a request too large for
+the model (see `_limits`, which also sizes the SDK's bound on a CLI output line
+for large prompts), a CLI that is not signed in, and one that reached the
+application's `max_turns`.
 """
 
 from __future__ import annotations
@@ -79,6 +81,9 @@ on 2 cores). The CLI idles meanwhile, and nothing it writes after its result
 is kept (see `ClaudeTranscriptStore.seal`). A CLI that deferred a call exits at
 once: its session is about to wait, and holds no process while it does.
 """
+MAX_TURNS_SUBTYPE = "error_max_turns"
+"""The result subtype of a CLI that stopped at its `--max-turns` (CLI 2.1.332:
+with terminal reason `max_turns`, after the tool results of its last turn)."""
 BUDGET_SUBTYPE = "error_max_budget_usd"
 """The result subtype of a CLI that stopped at its `--max-budget-usd` (CLI 2.1.327:
 after the model call that crossed it, whose cost the result still reports)."""
@@ -360,6 +365,10 @@ class Segment:
                 async with asyncio.timeout(_SHUTDOWN_SECONDS):
                     await consumer
             consumer.cancel()
+            # An approved CLI call the kill stopped has its outcome too (its
+            # Step wrote its start); inline calls are ended by whoever
+            # cancelled, who knows why (`cancel_turn`, a limit, a shutdown).
+            self._finish_resumed_cli_call()
             raise
         if not consumer.done():
             # The CLI answered; what is left is its shutdown (`_EXIT_DELAY` idle
@@ -429,6 +438,8 @@ class Segment:
                 raise too_large
             if _not_signed_in(result):
                 raise _not_signed_in_error(_error_text(result))
+            if _reached_max_turns(result):
+                raise _max_turns_error(options.max_turns, _error_text(result))
             raise SessionError(
                 f"Claude Code returned an error result ({result.subtype}, "
                 f"{result.terminal_reason}): {_error_text(result)}"
@@ -504,7 +515,11 @@ class Segment:
         )
 
     def _finish_resumed_cli_call(self) -> None:
-        """Write `outcome_unknown` for an approved CLI call whose result never came."""
+        """Write `outcome_unknown` for an approved CLI call whose result never came.
+
+        Also when the attempt was cancelled while the call ran: a Bash command
+        killed midway may have acted in part.
+        """
         pending = self._pending
         if pending is None or pending.kind != "cli" or self._pending_result_seen:
             return
@@ -752,6 +767,32 @@ def _not_signed_in_error(detail: str) -> SessionError:
         f"the Claude Code CLI is not signed in ({detail}): set ANTHROPIC_API_KEY "
         "in the worker's environment (or in the agent's `ClaudeAgentOptions.env`), "
         "and check it with `dex-agents doctor`",
+        retryable=False,
+    )
+
+
+def _reached_max_turns(result: ResultMessage) -> bool:
+    """Whether an error result is the CLI stopping at `ClaudeAgentOptions.max_turns`."""
+    return result.subtype == MAX_TURNS_SUBTYPE or result.terminal_reason == "max_turns"
+
+
+def _max_turns_error(max_turns: int | None, detail: str) -> SessionError:
+    """The turn's failure for a segment that reached `max_turns`: not retryable.
+
+    Another attempt makes the same model calls and stops at the same turn, so
+    a rerun only ran the segment's inline tools again (once per attempt of
+    `run_model_attempts`) before the turn failed anyway. The CLI counts the turns of one segment:
+    a segment resumed after a deferred call (an approved write, a Bash
+    command) starts a new count, so the limit bounds each segment of a turn,
+    not the turn as a whole.
+    """
+    return SessionError(
+        f"the model segment reached `max_turns` ({max_turns}) of the agent's "
+        f"ClaudeAgentOptions and stopped before its answer ({detail}); each "
+        "segment counts its own turns (a segment resumed after a deferred call "
+        "starts a new count), so raise `max_turns` in the agent's "
+        "ClaudeAgentOptions, or leave it unset for no limit, and send the "
+        "message again",
         retryable=False,
     )
 

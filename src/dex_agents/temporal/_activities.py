@@ -258,20 +258,53 @@ class _Checkpoint:
             activity.heartbeat(value)
 
 
+CANCELLED_WHILE_RUNNING = "the turn was cancelled while the call ran; it was stopped"
+"""The rejection message of an inline call that `cancel_turn` stopped midway."""
+
+
 class _StreamedText:
-    """An event sink that also keeps the first text a segment streams (a summary's worth)."""
+    """An event sink that also keeps the first text a segment streams (a summary's worth).
+
+    It also knows which inline calls (a `tool_call_started` from the runner)
+    have no `tool_call_finished` yet, so that a segment stopped by
+    `cancel_turn` can end them (`cancel_running`).
+    """
 
     def __init__(self, sink: StoreEventSink) -> None:
         self._sink = sink
         self._parts: list[str] = []
         self._size = 0
+        self._running: dict[str, str] = {}
+        """Tool name by call ID, of the calls started and not finished."""
 
     def emit(self, event: AgentEvent) -> None:
         if event.type == "text_delta" and self._size < SUMMARY_TEXT_LIMIT:
             text = str(event.data.get("text", ""))
             self._parts.append(text)
             self._size += len(text)
+        call_id = event.data.get("tool_call_id")
+        if event.type == "tool_call_started" and isinstance(call_id, str):
+            self._running[call_id] = str(event.data.get("tool_name", ""))
+        elif event.type == "tool_call_finished" and isinstance(call_id, str):
+            self._running.pop(call_id, None)
         self._sink.emit(event)
+
+    def cancel_running(self) -> None:
+        """Write `cancelled` for each inline call the stopped segment left running.
+
+        Its result never comes: the CLI and the call's task are gone. Without
+        this a call stopped midway had a `tool_call_started` and no outcome.
+        Called once the runner returned, so no later event can contradict it.
+        """
+        running, self._running = self._running, {}
+        for call_id, tool_name in running.items():
+            finished = ToolCallFinishedEvent(
+                tool_call_id=call_id,
+                tool_name=tool_name,
+                status="cancelled",
+                rejection_message=CANCELLED_WHILE_RUNNING,
+            )
+            self._sink.emit(agent_event(finished))
 
     @property
     def text(self) -> str:
@@ -316,9 +349,21 @@ def _step_sink(
     )
 
 
-def _said(err: SessionError, input: RunModelInput, attempt: int) -> None:
-    """One line in the worker's log for a model segment that failed with its reason."""
-    again = "it is tried again" if err.retryable else "the turn fails"
+def _said(
+    err: SessionError, input: RunModelInput, attempt: int, *, retried: bool
+) -> None:
+    """One line in the worker's log for a model segment that failed with its reason.
+
+    `retried` is whether Temporal runs another attempt (`_retried`): a
+    retryable error on the last attempt fails the turn too, and its line must
+    not promise another attempt.
+    """
+    if retried:
+        again = "it is tried again"
+    elif err.retryable:
+        again = "the turn fails: no attempt is left"
+    else:
+        again = "the turn fails: another attempt would fail the same way"
     activity.logger.warning(
         "model segment of %s, %s, attempt %d failed (%s): %s",
         input.session_id,
@@ -375,6 +420,25 @@ def _retried(failure: ApplicationError, attempt: int) -> bool:
     policy = activity.info().retry_policy
     maximum = policy.maximum_attempts if policy is not None else 0
     return maximum == 0 or attempt < maximum
+
+
+_PARKED_STEP_SUFFIX = "/parked"
+"""How the workflow's `_run_model` ends the Step ID of a parked segment's one attempt."""
+
+
+def _segment_retried(failure: ApplicationError, attempt: int, attempts: int) -> bool:
+    """Whether the model segment runs again after `failure` of its `attempt`.
+
+    Temporal's retry policy says it for a cold Step. A parked segment's Step
+    has one attempt, after which the workflow runs the segment cold while the
+    segment's `attempts` (`run_model_attempts`) are not used up, as it does
+    for any failure the cold path would retry (`_parked_route.resumes_cold`).
+    """
+    info = activity.info()
+    if _retried(failure, info.attempt):
+        return True
+    parked = info.activity_id.endswith(_PARKED_STEP_SUFFIX)
+    return parked and not failure.non_retryable and attempt < attempts
 
 
 def _span_recorder() -> Callable[..., None] | None:
@@ -578,7 +642,9 @@ def build_activities(
                     )
                 if isinstance(err, asyncio.CancelledError) and _cancel_requested():
                     # `cancel_turn`: the segment's CLI is killed by now; report
-                    # what it streamed, so the turn keeps it.
+                    # what it streamed, so the turn keeps it, and end the
+                    # inline calls it stopped.
+                    streamed.cancel_running()
                     return RunModelOutput(
                         kind="cancelled",
                         segment_id="",
@@ -591,13 +657,17 @@ def build_activities(
                         {"attempt": attempt},
                         type="RunModelTimeout",
                     ) from err
+                if not isinstance(err, Exception):
+                    raise
+                failure = _engine_error(err, attempt=attempt)
                 if isinstance(err, SessionError) and not isinstance(
                     err, BudgetReachedError
                 ):
-                    _said(err, input, attempt)
-                if isinstance(err, Exception):
-                    raise _engine_error(err, attempt=attempt) from err
-                raise
+                    retried = _segment_retried(
+                        failure, attempt, options.run_model_attempts
+                    )
+                    _said(err, input, attempt, retried=retried)
+                raise failure from err
             if record_span is not None:
                 record_span(
                     start_ns=start_ns,
