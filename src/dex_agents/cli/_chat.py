@@ -568,14 +568,20 @@ class Chat:
             case "tool_call_finished":
                 self._end_line()
                 status = str(data.get("status", ""))
-                if status in ("rejected", "expired"):
+                by_runner = "/run_model/" in event.step_execution_id
+                if status in ("rejected", "expired") and not by_runner:
                     return False  # the approval's own line says it, with why
                 # A failed call shows the tool's error; an unknown outcome, what
-                # the tool raised or what ended its Step.
+                # the tool raised or what ended its Step; a call the agent's own
+                # hook denied (no approval line), why.
                 detail = (
                     data.get("error")
                     or data.get("output")
-                    or (data.get("rejection_message") if status == "cancelled" else "")
+                    or (
+                        data.get("rejection_message")
+                        if status in ("cancelled", "rejected")
+                        else ""
+                    )
                     or ""
                 )
                 self.out.print(
