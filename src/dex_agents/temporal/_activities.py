@@ -72,6 +72,7 @@ from ..session._runner import (
 )
 from ..session._state import SUMMARY_TEXT_LIMIT
 from ..stores import RuntimeStore
+from ..stores._cursors import cursor_before_turn, event_turn
 from ..stores._rules import not_in_this_store
 from ._events import StoreEventSink
 from ._models import (
@@ -223,11 +224,68 @@ PUBLISH_LIMIT = timedelta(seconds=10)
 async def write_publication(store: RuntimeStore, input: PublishInput) -> None:
     """Write a publish: the finished turns, the snapshot projection, the events."""
     for turn in input.finished:
-        await store.put_turn(input.session_id, turn.number, turn.summary)
+        summary = await _with_cli_outputs(
+            store, input.session_id, turn.number, turn.summary
+        )
+        await store.put_turn(input.session_id, turn.number, summary)
     await store.put_snapshot(input.session_id, input.snapshot)
     await write_session_events(
         store, input.session_id, input.turn_id, input.first_seq, input.events
     )
+
+
+async def _with_cli_outputs(
+    store: RuntimeStore, session_id: str, number: int, summary: JsonObject
+) -> JsonObject:
+    """`summary` with what each approved CLI tool printed, in place of a placeholder.
+
+    A call that runs inside the resumed segment (an approved `Bash`) is recorded
+    before it runs, with "Approved; the call runs inside the resumed Claude Code
+    turn." as its output; what it printed is in the segment's
+    `tool_call_finished` event, written before the turn ends. The turn log
+    (what snapshots, `history` and the web pages show) takes that output. Only
+    a turn with such a call reads its events, from where the turn starts.
+    """
+    calls = summary.get("tool_calls")
+    if not isinstance(calls, list):
+        return summary
+    wanted = {
+        str(call.get("tool_call_id"))
+        for call in calls
+        if isinstance(call, dict) and call.get("finished_by_resumed_turn")
+    }
+    turn_id = str(summary.get("turn_id", ""))
+    if not wanted or not turn_id:
+        return summary
+    said: dict[str, str] = {}
+    after = await cursor_before_turn(store, session_id, number)
+    while batch := await store.read_events(session_id, after=after):
+        for event in batch:
+            after = event.cursor
+            call_id = event.data.get("tool_call_id")
+            if (
+                event.turn_id == turn_id
+                and event.type == "tool_call_finished"
+                and call_id in wanted
+                and "/run_model/" in event.step_execution_id
+            ):
+                text = event.data.get("output") or event.data.get("error")
+                if text:
+                    said[str(call_id)] = str(text)
+        if batch and event_turn(batch[-1]) > number:
+            break  # the log has moved on to later turns
+    if not said:
+        return summary
+    return {
+        **summary,
+        "tool_calls": [
+            {**call, "output": said[call_id]}
+            if isinstance(call, dict)
+            and (call_id := str(call.get("tool_call_id"))) in said
+            else call
+            for call in calls
+        ],
+    }
 
 
 def pending_message(item: JsonObject) -> StoredMessage:

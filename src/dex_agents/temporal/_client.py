@@ -695,11 +695,40 @@ async def with_recent_turns(
     # The live turns (the active one, any ended turn still being published) win
     # over the store's copies; the newest `turns` of both, oldest first.
     merged = {t.turn_id: t for t in map(_turn_json.validate_python, stored)}
-    merged.update((t.turn_id, t) for t in snapshot.turns)
+    merged.update(
+        (t.turn_id, _cli_outputs_of(t, merged.get(t.turn_id))) for t in snapshot.turns
+    )
     snapshot.turns = sorted(merged.values(), key=lambda t: turn_number(t.turn_id))
     snapshot.turns = snapshot.turns[-turns:]
     snapshot.messages = messages
     return snapshot
+
+
+def _cli_outputs_of(live: TurnSummary, published: TurnSummary | None) -> TurnSummary:
+    """`live` with what its approved CLI tools printed, as its published copy has it.
+
+    The workflow records such a call (an approved `Bash`) before it runs, with
+    a placeholder output; the turn log's copy has the output the segment
+    reported (see `_activities._with_cli_outputs`).
+    """
+    if published is None:
+        return live
+    said = {
+        r.tool_call_id: r.output
+        for r in published.tool_calls
+        if r.finished_by_resumed_turn and r.output
+    }
+    if not said:
+        return live
+    return replace(
+        live,
+        tool_calls=[
+            replace(r, output=said[r.tool_call_id])
+            if r.finished_by_resumed_turn and r.tool_call_id in said
+            else r
+            for r in live.tool_calls
+        ],
+    )
 
 
 async def _whole_arguments(
