@@ -9,7 +9,6 @@ the value, and saying the fix.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TypedDict
 
@@ -25,16 +24,7 @@ from dex_agents.claude import (
 from dex_agents.claude._definition import ClaudeCodeToolDecision
 from dex_agents.claude._tools import CustomTool
 from dex_agents.session import RunModelContext, ToolPolicy
-from dex_agents.session._json import JsonObject
-from dex_agents.session._records import ToolCall
-from dex_agents.session._tool_sources import (
-    DeferredToolExecution,
-    SourceCall,
-    SourceCallResult,
-    SourceTool,
-    ToolSourceContext,
-    ToolStepOptions,
-)
+from support.declared_source import DeclaredSource
 
 
 def _tool(name: str, schema: Any) -> SdkMcpTool[Any]:
@@ -193,30 +183,6 @@ def test_a_valid_schema_is_served_as_checked(name: str, schema: Any) -> None:
     served.validation_error({"orderId": "A-1"})
 
 
-class _Source:
-    """A real, minimal tool source: one declared tool, never called here."""
-
-    source_name = "ledger"
-
-    @property
-    def declared_tool_names(self) -> Sequence[str]:
-        return ["append_entry"]
-
-    async def list_tools(self, context: ToolSourceContext) -> Sequence[SourceTool]:
-        return []
-
-    async def build_call(self, tool_name: str, arguments: JsonObject) -> SourceCall:
-        raise NotImplementedError
-
-    async def execute_deferred_tool_call(
-        self, call: ToolCall, execution: DeferredToolExecution
-    ) -> SourceCallResult:
-        raise NotImplementedError
-
-    def tool_call_step_options(self, tool_name: str) -> ToolStepOptions:
-        return ToolStepOptions()
-
-
 def test_every_default_is_valid_and_a_valid_non_default_set_builds() -> None:
     ClaudeAgentDefinition(options=ClaudeAgentOptions())
 
@@ -239,7 +205,7 @@ def test_every_default_is_valid_and_a_valid_non_default_set_builds() -> None:
         },
         custom_tool_server_name="my-tools_2",
         claude_code_tool_permission=permission,
-        tool_sources=[_Source()],
+        tool_sources=[DeclaredSource()],
         tool_source_listing_timeout=timedelta(seconds=2),
     )
     assert [t.name for t in agent.custom_tools] == ["lookup_order", "refund"]

@@ -11,7 +11,6 @@ names that are not close to any tool (a newer CLI's tool) stay accepted.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -20,16 +19,7 @@ from claude_agent_sdk import ClaudeAgentOptions, SdkMcpTool, tool
 from dex_agents import InvalidOptionError
 from dex_agents.claude import ClaudeAgentDefinition
 from dex_agents.session import ToolPolicy
-from dex_agents.session._json import JsonObject
-from dex_agents.session._records import ToolCall
-from dex_agents.session._tool_sources import (
-    DeferredToolExecution,
-    SourceCall,
-    SourceCallResult,
-    SourceTool,
-    ToolSourceContext,
-    ToolStepOptions,
-)
+from support.declared_source import DeclaredSource
 
 READ = ToolPolicy(effect="read")
 WRITE = ToolPolicy(effect="idempotent_write")
@@ -46,36 +36,12 @@ def _tool(name: str) -> SdkMcpTool[Any]:
 TOOLS = [_tool("lookup_order"), _tool("sync_price")]
 
 
-class _Ledger:
-    """A tool source that declares `append_entry`; never listed or called here."""
-
-    source_name = "ledger"
-
-    @property
-    def declared_tool_names(self) -> Sequence[str]:
-        return ["append_entry"]
-
-    async def list_tools(self, context: ToolSourceContext) -> Sequence[SourceTool]:
-        return []
-
-    async def build_call(self, tool_name: str, arguments: JsonObject) -> SourceCall:
-        raise NotImplementedError
-
-    async def execute_deferred_tool_call(
-        self, call: ToolCall, execution: DeferredToolExecution
-    ) -> SourceCallResult:
-        raise NotImplementedError
-
-    def tool_call_step_options(self, tool_name: str) -> ToolStepOptions:
-        return ToolStepOptions()
-
-
 def define(policies: dict[str, ToolPolicy], **fields: Any) -> ClaudeAgentDefinition:
     return ClaudeAgentDefinition(
         options=ClaudeAgentOptions(),
         custom_tools=TOOLS,
         tool_policies=policies,
-        tool_sources=[_Ledger()],
+        tool_sources=[DeclaredSource()],
         **fields,
     )
 
