@@ -14,6 +14,7 @@ from ag_ui.core import Event
 from pydantic import TypeAdapter
 from temporalio.client import Client
 
+from dex_agents.session._state import SessionInput
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import EmbeddedEngine, SessionClient
 from dex_agents.testing import WorkerProcess
@@ -246,3 +247,27 @@ async def test_the_same_stream_in_ag_ui_format(rig: WebRig) -> None:
     assert texts == ["done: create_refund=refunded order 7"]
     ids = [int(x.id or 0) for x in first + rest]
     assert ids == sorted(set(ids))  # once each, in order
+
+
+async def test_a_session_no_worker_has_taken_streams_its_events(rig: WebRig) -> None:
+    """Opening a stream read the session through a Query: with no worker, 503.
+
+    The Query waited its whole deadline (5 s) and, with nothing in the store
+    yet, answered 503 `engine_unavailable`. The stream now checks that the
+    session exists (the store, else Temporal's `describe`) and opens.
+    """
+    sid = rig.session_id("sse-no-worker")
+    await rig.sessions.client.start_workflow(
+        rig.flow.flow_type,
+        SessionInput(),
+        id=sid,
+        task_queue=f"{rig.flow.task_queue}.nobody-polls",
+    )
+    async with rig.http.stream(
+        "GET", f"/api/sessions/{sid}/events", headers=bearer("read")
+    ) as response:
+        assert response.status_code == 200, await response.aread()
+    unknown = await rig.http.get(
+        f"/api/sessions/{rig.session_id('none')}/events", headers=bearer("read")
+    )
+    assert unknown.status_code == 404, unknown.text

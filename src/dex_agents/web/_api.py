@@ -295,9 +295,8 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
     ) -> AsyncIterator[StreamItem]:
         """The items an events endpoint streams (the query of both of them)."""
         cursor = _resume_cursor(after, last_event_id)
-        sessions = await service.sessions()
         with translated(session_id):
-            await sessions.snapshot(session_id, turns=0)  # 404 for no such session
+            await service.require_session(session_id)  # 404 for no such session
         return session_stream(
             feeds,
             session_id,

@@ -278,6 +278,24 @@ class Service:
             snapshot=SessionSnapshot.of(snapshot, recorded.get(session_id))
         )
 
+    async def require_session(self, session_id: str) -> None:
+        """Raise `UnknownSessionError` (404) unless a session has this ID.
+
+        The store's projection answers for a session that ran a turn; else
+        Temporal's `describe`. Never a Query: with no worker, one waits its
+        whole deadline, and an event stream opened (or reopened by a browser)
+        waited 5 s for it.
+        """
+        if await self.store.get_snapshot(session_id) is not None:
+            return
+        client = await self.client()
+        try:
+            await client.get_workflow_handle(session_id).describe()
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise UnknownSessionError(session_id) from err
+            raise
+
     async def history(
         self, session_id: str, before: int | None, limit: int
     ) -> HistoryPage:
