@@ -97,6 +97,7 @@ from ._errors import (
     run,
     suggest,
 )
+from ._logs import library_log_lines
 from ._views import ShownCall, turn_calls
 
 _AGENT_HELP = (
@@ -585,6 +586,7 @@ async def _serve(
         loop.add_signal_handler(sig, stop.set)
     try:
         async with AsyncExitStack() as stack:
+            stack.enter_context(library_log_lines(out))
             runs: list[asyncio.Task[None]] = []
             for queue, group in by_queue.items():
                 w = create_worker(conn.client, group, store=store, task_queue=queue)
