@@ -13,8 +13,12 @@ from claude_agent_sdk import (
     tool,
 )
 
-from dex_agents.claude import ClaudeAgentDefinition, ClaudeAgentRunner
-from dex_agents.claude._definition import ClaudeCodeToolDenial, ClaudeCodeToolPermission
+from dex_agents.claude import (
+    ClaudeAgentDefinition,
+    ClaudeAgentRunner,
+    ClaudeCodeToolDenial,
+    ClaudeCodeToolPermission,
+)
 from dex_agents.claude._gate import Deferral, ToolCallGate
 from dex_agents.claude._hooks import ToolPermissions
 from dex_agents.claude._pending_call import PendingCall

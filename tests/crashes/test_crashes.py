@@ -40,11 +40,18 @@ class CrashRig:
 
 
 @pytest_asyncio.fixture  # pyright: ignore[reportUntypedFunctionDecorator]
-async def crash_rig(tmp_path: Path, flow_type: str) -> AsyncIterator[CrashRig]:
-    """Its own dev server (tests restart it) and a worker subprocess."""
+async def crash_rig(
+    tmp_path: Path, flow_type: str, request: pytest.FixtureRequest
+) -> AsyncIterator[CrashRig]:
+    """Its own dev server (tests restart it) and a worker subprocess.
+
+    A test marked `@pytest.mark.ledger(**overrides)` gets its flow with them.
+    """
+    marker = request.node.get_closest_marker("ledger")
+    overrides = marker.kwargs if marker else {}
     async with EmbeddedEngine(state_dir=tmp_path / "engine") as engine:
         client = await engine.client()
-        config = ledger_config(tmp_path, flow_type)
+        config = ledger_config(tmp_path, flow_type, **overrides)
         store_path = tmp_path / "runtime.sqlite"
         store = SQLiteRuntimeStore(store_path)
         worker = WorkerProcess(
@@ -145,6 +152,83 @@ async def test_kill_during_run_model_reruns_and_hides_crashed_attempt(
     assert [m.text for m in await crash_rig.store.read_segment(sid, crashed)] == [
         "CRASHED"
     ]
+
+
+async def test_an_inline_call_a_killed_attempt_left_running_ends_before_the_rerun(
+    crash_rig: CrashRig,
+) -> None:
+    sid = "crash-inline-call"
+    await crash_rig.sessions.start(
+        sid, initial_message='call lookup_order {"orderId": "7", "gate": "lookup"}'
+    )
+    await crash_rig.reached("lookup")  # the read runs inside attempt 1's segment
+    crash_rig.worker.kill()
+    crash_rig.open_gate("lookup")
+    crash_rig.worker.start()
+    snap = await crash_rig.sessions.wait_for_idle(sid)
+    assert snap.turns[0].final_text == "done: order 7: arrived broken"
+    assert crash_rig.ledger.count("lookup_order") == 2  # a read runs again
+
+    calls = [
+        (e.attempt, e.type, e.data.get("status"))
+        for e in await crash_rig.sessions.events(sid)
+        if e.type.startswith("tool_call_") or e.type == "segment_rerun"
+    ]
+    # Attempt 1 died with its call running; attempt 2 ends that call before it
+    # reruns the segment, so no reader shows it running forever.
+    assert calls == [
+        (1, "tool_call_started", None),
+        (2, "tool_call_finished", "outcome_unknown"),
+        (2, "segment_rerun", None),
+        (2, "tool_call_started", None),
+        (2, "tool_call_finished", "finished"),
+    ]
+    ended = [
+        e
+        for e in await crash_rig.sessions.events(sid)
+        if e.type == "tool_call_finished" and e.data["status"] == "outcome_unknown"
+    ]
+    assert ended[0].data["tool_name"] == "lookup_order"
+    assert "runs again as attempt 2" in str(ended[0].data["error"])
+
+
+@pytest.mark.ledger(run_model_attempts=1)
+async def test_an_inline_call_the_last_attempt_left_running_ends_before_the_turn_fails(
+    crash_rig: CrashRig,
+) -> None:
+    sid = "crash-inline-call-last-attempt"
+    await crash_rig.sessions.start(
+        sid, initial_message='call lookup_order {"orderId": "7", "gate": "lookup"}'
+    )
+    await crash_rig.reached("lookup")
+    crash_rig.worker.kill()
+    crash_rig.worker.start()  # no attempt follows: the turn fails
+    snap = await crash_rig.sessions.wait_for_idle(sid)
+    assert snap.turns[0].status == "failed"
+    async with asyncio.timeout(30):  # the session publishes its end after idle
+        while not any(
+            e.type == "turn_failed" for e in await crash_rig.sessions.events(sid)
+        ):
+            await asyncio.sleep(0.05)
+    events = await crash_rig.sessions.events(sid)
+    calls = [
+        (e.attempt, e.type, e.data.get("status"))
+        for e in events
+        if e.type.startswith("tool_call_") or e.type == "turn_failed"
+    ]
+    # Ended in the attempt that ran it, before the turn's end.
+    assert calls == [
+        (1, "tool_call_started", None),
+        (1, "tool_call_finished", "outcome_unknown"),
+        (0, "turn_failed", None),
+    ]
+    started, finished = [e for e in events if e.type.startswith("tool_call_")]
+    assert finished.step_execution_id == started.step_execution_id
+    assert finished.seq > started.seq
+    assert "the model segment ended while the call ran, and the turn failed: " in str(
+        finished.data["error"]
+    )
+    assert crash_rig.ledger.count("lookup_order") == 1
 
 
 async def test_kill_during_idempotent_write_retries_with_the_same_key(

@@ -32,11 +32,10 @@ from temporalio.client import Client
 from dex_agents.claude import (
     ClaudeAgentDefinition,
     ClaudeAgentOptionsContext,
+    ClaudeCodeToolDenial,
     create_claude_agent_session_flow,
 )
-from dex_agents.claude._definition import ClaudeCodeToolDenial
-from dex_agents.session import RunModelContext
-from dex_agents.session._events import EventRecord
+from dex_agents.session import EventRecord, RunModelContext
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
 from support.claude_rig import ClaudeRig

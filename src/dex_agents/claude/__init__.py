@@ -8,13 +8,22 @@ except ImportError as e:  # pragma: no cover - depends on the installed extras
         '`dex_agents.claude` needs the `claude` extra: pip install "dex-agents[claude]"'
     ) from e
 
-from ._definition import ClaudeAgentDefinition, ClaudeAgentOptionsContext
+from ._definition import (
+    ClaudeAgentDefinition,
+    ClaudeAgentOptionsContext,
+    ClaudeAgentOptionsFactory,
+    ClaudeCodeToolDenial,
+    ClaudeCodeToolPermission,
+)
 from ._runner import ClaudeAgentRunner
 from ._session_flow import create_claude_agent_session_flow
 
 __all__ = [
     "ClaudeAgentDefinition",
     "ClaudeAgentOptionsContext",
+    "ClaudeAgentOptionsFactory",
     "ClaudeAgentRunner",
+    "ClaudeCodeToolDenial",
+    "ClaudeCodeToolPermission",
     "create_claude_agent_session_flow",
 ]

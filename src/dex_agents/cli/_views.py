@@ -16,7 +16,7 @@ from typing import cast, get_args
 
 from ..session._json import JsonObject
 from ..session._records import ToolRecord, ToolRecordStatus
-from ..session._state import Interrupt, TurnSummary
+from ..session._state import Interrupt, TurnSummary, turn_number
 from ..stores import RuntimeStore
 from ..stores._cursors import cursor_before_turn
 from ..temporal._models import ResolveInterruptInput
@@ -46,12 +46,6 @@ class Pending:
     (no worker took it), if any: it has not applied yet."""
 
 
-def _turn_number(turn_id: str) -> int:
-    """`turn-12` is 12; an event of no turn (or an odd ID) counts as turn 0."""
-    _, _, number = turn_id.rpartition("-")
-    return int(number) if number.isdigit() else 0
-
-
 async def _start_of_turn(store: RuntimeStore, session_id: str, number: int) -> int:
     """A cursor after which every event of turn `number` and later comes.
 
@@ -79,9 +73,7 @@ async def turn_calls(
     started: dict[str, dict[str, JsonObject]] = {}
     """Per turn, the started calls by ID, in the order they started."""
     finished: dict[str, JsonObject] = {}
-    after = await _start_of_turn(
-        store, session_id, min(_turn_number(t) for t in wanted)
-    )
+    after = await _start_of_turn(store, session_id, min(turn_number(t) for t in wanted))
     while batch := await store.read_events(session_id, after=after):
         for event in batch:
             after = event.cursor
@@ -120,9 +112,10 @@ async def turn_calls(
 def _ran_in_cli(record: ToolRecord, finished: Mapping[str, JsonObject]) -> ToolRecord:
     """`record` with what its tool printed, when it ran inside the resumed segment.
 
-    Such a record (an approved `Bash`) keeps only "Approved; the call runs
-    inside the resumed Claude Code turn."; the segment's `tool_call_finished`
-    event has the output.
+    The turn log records that output since it is published (the publish reads
+    the segment's `tool_call_finished`); a turn published by an earlier release
+    keeps only "Approved; the call runs inside the resumed Claude Code turn.",
+    and gets the output here, from the same event.
     """
     end = finished.get(record.tool_call_id)
     if not record.finished_by_resumed_turn or end is None:

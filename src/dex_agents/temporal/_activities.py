@@ -70,11 +70,16 @@ from ..session._runner import (
     image_message_builder,
     resume_parker,
 )
-from ..session._state import SUMMARY_TEXT_LIMIT
 from ..stores import RuntimeStore
 from ..stores._cursors import cursor_before_turn, event_turn
 from ..stores._rules import not_in_this_store
 from ._events import StoreEventSink
+from ._inline_calls import (
+    StreamedText,
+    end_calls_of_ended_turn,
+    end_left_open,
+    left_open,
+)
 from ._models import (
     CallToolInput,
     CallToolOutput,
@@ -228,6 +233,7 @@ async def write_publication(store: RuntimeStore, input: PublishInput) -> None:
             store, input.session_id, turn.number, turn.summary
         )
         await store.put_turn(input.session_id, turn.number, summary)
+        await end_calls_of_ended_turn(store, input.session_id, turn.number, summary)
     await store.put_snapshot(input.session_id, input.snapshot)
     await write_session_events(
         store, input.session_id, input.turn_id, input.first_seq, input.events
@@ -314,59 +320,6 @@ class _Checkpoint:
         # Sent now when called in the activity's context; else the next beat sends it.
         with contextlib.suppress(RuntimeError):
             activity.heartbeat(value)
-
-
-CANCELLED_WHILE_RUNNING = "the turn was cancelled while the call ran; it was stopped"
-"""The rejection message of an inline call that `cancel_turn` stopped midway."""
-
-
-class _StreamedText:
-    """An event sink that also keeps the first text a segment streams (a summary's worth).
-
-    It also knows which inline calls (a `tool_call_started` from the runner)
-    have no `tool_call_finished` yet, so that a segment stopped by
-    `cancel_turn` can end them (`cancel_running`).
-    """
-
-    def __init__(self, sink: StoreEventSink) -> None:
-        self._sink = sink
-        self._parts: list[str] = []
-        self._size = 0
-        self._running: dict[str, str] = {}
-        """Tool name by call ID, of the calls started and not finished."""
-
-    def emit(self, event: AgentEvent) -> None:
-        if event.type == "text_delta" and self._size < SUMMARY_TEXT_LIMIT:
-            text = str(event.data.get("text", ""))
-            self._parts.append(text)
-            self._size += len(text)
-        call_id = event.data.get("tool_call_id")
-        if event.type == "tool_call_started" and isinstance(call_id, str):
-            self._running[call_id] = str(event.data.get("tool_name", ""))
-        elif event.type == "tool_call_finished" and isinstance(call_id, str):
-            self._running.pop(call_id, None)
-        self._sink.emit(event)
-
-    def cancel_running(self) -> None:
-        """Write `cancelled` for each inline call the stopped segment left running.
-
-        Its result never comes: the CLI and the call's task are gone. Without
-        this a call stopped midway had a `tool_call_started` and no outcome.
-        Called once the runner returned, so no later event can contradict it.
-        """
-        running, self._running = self._running, {}
-        for call_id, tool_name in running.items():
-            finished = ToolCallFinishedEvent(
-                tool_call_id=call_id,
-                tool_name=tool_name,
-                status="cancelled",
-                rejection_message=CANCELLED_WHILE_RUNNING,
-            )
-            self._sink.emit(agent_event(finished))
-
-    @property
-    def text(self) -> str:
-        return clip("".join(self._parts))
 
 
 def _cancel_requested() -> bool:
@@ -647,6 +600,11 @@ def build_activities(
         pending = tuple([await stored_item(input.session_id, i) for i in input.pending])
         async with _step_sink(store, input, attempt) as sink:
             if attempt > 1:
+                # A crashed attempt ended nothing it ran: end its calls first.
+                running = await left_open(
+                    store, input.session_id, input.turn_id, input.step_execution_id
+                )
+                end_left_open(sink, running, attempt=attempt)
                 # Said before the segment runs again: tools inside the model's CLI
                 # may run a second time in it (they are at least once).
                 sink.emit(
@@ -667,7 +625,7 @@ def build_activities(
                 transcript=StoreTranscript(
                     store, input.session_id, input.transcript_head
                 ),
-                events=(streamed := _StreamedText(sink)),
+                events=(streamed := StreamedText(sink)),
                 tool_policies=options.tool_policies,
                 default_tool_effect=options.default_tool_effect,
                 resume=resume,
@@ -702,21 +660,26 @@ def build_activities(
                     # `cancel_turn`: the segment's CLI is killed by now; report
                     # what it streamed, so the turn keeps it, and end the
                     # inline calls it stopped.
-                    streamed.cancel_running()
+                    streamed.end_running()
                     return RunModelOutput(
                         kind="cancelled",
                         segment_id="",
                         final_text=streamed.text,
                         attempt=attempt,
                     )
+                if not isinstance(err, Exception):
+                    # A worker shutting down: the next attempt ends its calls.
+                    raise
                 if isinstance(err, TimeoutError):
-                    raise ApplicationError(
+                    overran = ApplicationError(
                         f"the model segment exceeded `run_model_limit` ({options.run_model_limit})",
                         {"attempt": attempt},
                         type="RunModelTimeout",
-                    ) from err
-                if not isinstance(err, Exception):
-                    raise
+                    )
+                    streamed.end_running(failure=overran.message)
+                    raise overran from err
+                # This attempt's inline calls will never return a result.
+                streamed.end_running(failure=str(err) or type(err).__name__)
                 failure = _engine_error(err, attempt=attempt)
                 if isinstance(err, SessionError) and not isinstance(
                     err, BudgetReachedError

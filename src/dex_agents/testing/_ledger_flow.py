@@ -59,6 +59,8 @@ class LedgerFlowConfig:
     """The scripted model's input limit (see `ScriptedRunner`); None: no limit."""
     spend_limit: float | None = None
     """The session's `spend_limit` (each scripted segment costs 0.001 USD)."""
+    run_model_attempts: int = 3
+    """The session's `run_model_attempts`: how many times a model segment runs."""
     webhook_url: str | None = None
     """Approvals are POSTed here (`WebhookNotifier`, signed with `webhook_secret`)."""
     webhook_secret: str = "ledger-webhook-secret"
@@ -71,7 +73,8 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> dict[str, ToolHandler]:
     """Tools whose every side effect is a ledger row.
 
     `create_refund` with `"gate": name` stops at that gate after it started, so a
-    test can kill the worker in the middle of the write. `send_email` with
+    test can kill the worker in the middle of the write; `lookup_order` (a read,
+    inline) does the same in the middle of a model segment. `send_email` with
     `"fail_attempts": n` fails its first n attempts, and with `"gate": name` its
     first attempt stops at that gate; each attempt records the heartbeat
     checkpoint it found and leaves `{"reached_attempt": n}` for the next.
@@ -81,6 +84,11 @@ def ledger_tools(ledger: Ledger, gate_dir: Path) -> dict[str, ToolHandler]:
         args: JsonObject, execution: DeferredToolExecution | None
     ) -> str:
         ledger.record("lookup_order", order_id=args.get("orderId"))
+        gate = args.get("gate")
+        if isinstance(gate, str):
+            (gate_dir / f"{gate}.reached").write_text("")
+            while not (gate_dir / gate).exists():
+                await asyncio.sleep(0.02)
         return f"order {args.get('orderId')}: arrived broken"
 
     async def create_refund(
@@ -156,6 +164,7 @@ def ledger_flow(config: LedgerFlowConfig) -> AgentSessionFlow:
             interrupt_deadline=timedelta(seconds=deadline) if deadline else None,
             continue_as_new_after_events=config.continue_as_new_after_events,
             spend_limit=config.spend_limit,
+            run_model_attempts=config.run_model_attempts,
             on_interrupt=WebhookNotifier(config.webhook_url, config.webhook_secret)
             if config.webhook_url
             else None,
