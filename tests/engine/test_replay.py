@@ -20,7 +20,7 @@ from temporalio.worker import Replayer
 
 from dex_agents.session._state import Interrupt
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, SessionPlugin, create_worker
+from dex_agents.temporal import SessionClient, SessionPlugin, _workflow, create_worker
 from dex_agents.testing._ledger_flow import ledger_flow
 from support.history import marked_in_first_task, patch_markers
 from support.session_harness import ledger_config
@@ -162,6 +162,26 @@ def test_every_scenario_is_recorded_before_and_after_each_patch() -> None:
         assert {p.name for p in RECORDED if p.name.endswith(f".{label}.json")} == {
             f"{name}.{label}.json" for name in names
         }
+
+
+def test_a_label_named_for_a_patch_holds_that_patch() -> None:
+    # Histories recorded to guard a patch must have taken the patched path
+    # (in the scenarios that reach it): else they guard nothing.
+    patches = {
+        value
+        for name, value in vars(_workflow).items()
+        if name.startswith("_PATCH_") and isinstance(value, str)
+    }
+    marked: dict[str, int] = {}
+    for path in RECORDED:
+        label = path.name.split(".", 1)[1].removesuffix(".json")
+        if label in patches:
+            history = WorkflowHistory.from_json(path.stem, path.read_text())
+            marked[label] = marked.get(label, 0) + (label in patch_markers(history))
+    assert {"tool-record-attempts", "patches-at-start", "publish-idle-start"} <= set(
+        marked
+    )
+    assert all(marked.values()), marked
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=lambda p: p.name)
