@@ -188,6 +188,16 @@ idle (to wait for a person's first message) was missing from `dex-agents
 sessions` and the web app's lists until then. Asked only in a session's first
 run when it starts with no work, so other histories replay unchanged.
 """
+_PATCH_WORK_BEFORE_CONTINUE = "work-before-continue-as-new"
+"""An idle session that waits to continue as new runs a turn a message brings meanwhile.
+
+It waits for its Updates and notification Steps to finish first; a
+`send_and_wait` (or a `wait_for_idle` behind a queued message) that arrived
+during that wait finished only after a turn no run would start, so the session
+hung until it was ended by force. Asked only when work arrives during that wait
+(while a notification Step retries, a receiver down), so other histories replay
+unchanged; a history without its marker waits on as before.
+"""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -595,8 +605,8 @@ class AgentSessionWorkflow:
                 await self._finish()
                 return
             if not _turns.has_work(self.state):
-                await self._continue_as_new()
-                continue  # the session ended instead of continuing as new
+                await self._continue_as_new(idle=True)
+                continue  # the session ended, or has work, instead of continuing as new
             if self.state.active is None:
                 self._start_turn()
                 if not self._patched_before_start(_PATCH_NO_START_PUBLISH):
@@ -1082,16 +1092,28 @@ class AgentSessionWorkflow:
             limit is not None and info.get_current_history_length() >= limit
         )
 
-    async def _continue_as_new(self) -> None:
-        # In-flight Updates must finish first, or their callers would see them lost.
-        # An `end_session` Update finishes only with the session: it returns then.
+    async def _continue_as_new(self, *, idle: bool = False) -> None:
+        """Hand the state to a new run once no Update and no notification is in flight.
+
+        An `end_session` Update finishes only with the session: it returns then.
+        So does an `idle` session (none of its turns active) that meanwhile got
+        work: the Update that brought it may wait for its turn, which only this
+        run can start (`_PATCH_WORK_BEFORE_CONTINUE`). An approval's wait has
+        work all along, and waits as before.
+        """
+
+        def settled() -> bool:
+            # In-flight Updates must finish first, or their callers would see them lost.
+            return (
+                workflow.all_handlers_finished() and self._notifying == 0
+            ) or self.state.end_requested
+
         await workflow.wait_condition(
-            lambda: (
-                (workflow.all_handlers_finished() and self._notifying == 0)
-                or self.state.end_requested
-            )
+            lambda: settled() or (idle and _turns.has_work(self.state))
         )
-        if self.state.end_requested:
+        if not settled() and not workflow.patched(_PATCH_WORK_BEFORE_CONTINUE):
+            await workflow.wait_condition(settled)  # a history from before the patch
+        if self.state.end_requested or not settled():
             return
         workflow.continue_as_new(RunInput(state=self.state, parked=self._parked))
 
