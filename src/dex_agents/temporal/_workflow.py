@@ -313,6 +313,8 @@ class AgentSessionWorkflow:
 
     @send_user_message.validator
     def _validate_user_message(self, input: UserMessageInput) -> None:
+        if self._applied_already():
+            return
         # A validator does no I/O, so whether the runner takes images is
         # decided in the handler.
         _refuse_arguments(check_message_input, input)
@@ -359,6 +361,8 @@ class AgentSessionWorkflow:
 
     @send_and_wait.validator
     def _validate_send_and_wait(self, input: UserMessageInput) -> None:
+        if self._applied_already():
+            return
         _refuse_arguments(check_message_input, input)
         _refuse(_turns.check_message(self.state, input.prompt))
         # Refused here, not in the handler: a validator's refusal writes no history.
@@ -435,6 +439,8 @@ class AgentSessionWorkflow:
 
     @resolve_interrupt.validator
     def _validate_resolve(self, input: ResolveInterruptUpdate) -> None:
+        if self._applied_already():
+            return
         # A validator rejection writes no history: an unknown ID changes nothing.
         _refuse_expired(input.expires_at)
         _refuse_arguments(check_resolution_input, input)
@@ -506,6 +512,8 @@ class AgentSessionWorkflow:
 
     @end_session.validator
     def _validate_end(self, input: EndSessionUpdate) -> None:
+        if self._applied_already():
+            return
         _refuse_expired(input.expires_at)
         _refuse_arguments(check_end_input, input)
         _refuse(_turns.check_end(self.state, force=input.force))
@@ -533,6 +541,8 @@ class AgentSessionWorkflow:
 
     @cancel_turn.validator
     def _validate_cancel(self, input: CancelTurnInput) -> None:
+        if self._applied_already():
+            return
         _refuse_expired(input.expires_at)
         _refuse_arguments(check_cancel_input, input)
         _refuse(_turns.check_cancel(self.state))
@@ -581,6 +591,20 @@ class AgentSessionWorkflow:
             parked_on=parked.queue if parked else None,
             parked_until=parked.until if parked else None,
         )
+
+    def _applied_already(self) -> bool:
+        """Whether the running Update is a retry of one this session applied.
+
+        Its ID is in the window the state carries (`SessionState.update_ids`,
+        across continue-as-new), and Temporal dedupes an ID only within a run: a
+        client's retry after the session continued as new reaches the validator
+        again. A validator accepts it, whatever it would refuse now (a full
+        queue, an ended session, its `expires_at` past: "nothing was applied"
+        would be false), and the handler answers what the first one applied,
+        applying nothing again. Validators never replay, so this needs no patch.
+        """
+        info = workflow.current_update_info()
+        return info is not None and info.id in self.state.update_ids
 
     def _answer(self, outcome: _turns.UpdateOutcome) -> bool:
         self.state = outcome.state
