@@ -2,10 +2,10 @@
 
 Hypothesis draws a wrong value for one argument of a `SessionClient` RPC at a
 time: another type (None, an int, a dict, a string for a flag), a lone
-surrogate, an empty or overlong ID, a negative count or timeout. Each call
-raises `InvalidArgumentError` naming that argument, before any RPC: the
-session's workflow history and its events stay as they were, and the
-interrupt it waits on stays pending (`approved="false"` is no rejection).
+surrogate, an empty or overlong ID, a negative count or timeout, a count past
+2**63 - 1. Each call raises `InvalidArgumentError` naming that argument, before
+any RPC: the session's workflow history and its events stay as they were, and
+the interrupt it waits on stays pending (`approved="false"` is no rejection).
 A session that does not exist is `UnknownSessionError`, and an Update sent past
 the client (a raw Temporal client, as `temporal workflow update` is) with a
 string for a flag is refused by the workflow's validator, which writes nothing.
@@ -91,6 +91,7 @@ def bad_count(minimum: int) -> st.SearchStrategy[Any]:
         st.none(),
         st.booleans(),
         st.integers(max_value=minimum - 1),
+        st.integers(min_value=2**63),  # more than a store keeps
         st.floats(),
         st.text(max_size=4),
         _odd,
@@ -338,6 +339,35 @@ async def test_a_zero_timeout_is_refused_for_what_is_never_recorded_for_later(
         "done: create_refund=refunded order 6\n"
     )
     assert harness.ledger.count("create_refund_started") == 1
+
+
+async def test_a_count_past_what_a_store_keeps_is_refused_not_an_overflow(
+    harness: Harness,
+) -> None:
+    # 2**63 passed `check_count`, then SQLite raised OverflowError.
+    sessions = harness.sessions
+    sid = harness.session_id()  # the store's reads answer for any ID
+    too_many = 2**63
+    calls: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {
+        "after": lambda: sessions.events(sid, after=too_many),
+        "page_size": lambda: _call(
+            sessions, "history", {"session_id": sid, "page_size": too_many}
+        ),
+        "turns": lambda: sessions.snapshot(sid, turns=too_many),
+    }
+    for argument, call in calls.items():
+        with pytest.raises(InvalidArgumentError) as caught:
+            await call()
+        assert caught.value.argument == argument
+        assert str(caught.value) == (
+            f"`{argument}` must be at most 2**63 - 1 (9,223,372,036,854,775,807), the "
+            "largest whole number a store keeps, got int 9223372036854775808"
+        )
+    with pytest.raises(InvalidArgumentError, match="`after` must be at most"):
+        sessions.follow(sid, after=2**70)
+    # The largest is taken.
+    assert await sessions.events(sid, after=too_many - 1) == []
+    assert [t async for t in sessions.history(sid, page_size=too_many - 1)] == []
 
 
 async def test_a_blank_first_message_starts_no_session(harness: Harness) -> None:

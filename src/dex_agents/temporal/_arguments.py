@@ -45,6 +45,8 @@ MAX_INLINE_EDIT_BYTES = 4 * INLINE_TEXT_LIMIT
 """Bytes (JSON, UTF-8) of an edited input sent inside the Update; more travels by reference."""
 MAX_ID_BYTES = 1000
 """The longest session or interrupt ID, in UTF-8 bytes (Temporal's default for IDs)."""
+MAX_COUNT = 2**63 - 1
+"""The largest count or cursor: the largest integer a store (SQLite, PostgreSQL) keeps."""
 INVALID_ARGUMENT = "InvalidArgument"
 """The failure type of a validator's refusal of an argument; its detail names it."""
 
@@ -123,13 +125,20 @@ def check_flag(argument: str, value: object) -> bool:
 
 
 def check_count(argument: str, value: object, *, minimum: int) -> int:
-    """`value` if it is an `int` (not a bool) of at least `minimum`.
+    """`value` if it is an `int` (not a bool) from `minimum` to `MAX_COUNT`.
 
     Raises:
         InvalidArgumentError: it is not.
     """
     if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
         raise must_be(argument, f"a whole number of at least {minimum} (an int)", value)
+    if value > MAX_COUNT:
+        raise must_be(
+            argument,
+            f"at most 2**63 - 1 ({MAX_COUNT:,}), the largest whole number a store "
+            "keeps",
+            value,
+        )
     return value
 
 
