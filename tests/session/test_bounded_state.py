@@ -8,18 +8,21 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import uuid
 from pathlib import Path
 
 import pytest
 from temporalio.api.history.v1 import HistoryEvent
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError
 
-from dex_agents import UserError
+from dex_agents import InvalidArgumentError, UserError
 from dex_agents.session._blob import blob_reference
 from dex_agents.session._pending import MAX_QUEUED_MESSAGES, MAX_USER_MESSAGE_BYTES
 from dex_agents.stores import SQLiteRuntimeStore
 from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal._arguments import INVALID_ARGUMENT
 from dex_agents.temporal._flow import AgentSessionFlow
 from dex_agents.testing import Ledger
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
@@ -300,3 +303,62 @@ async def test_a_full_queue_refuses_the_next_message_with_a_clear_error(
     assert f"already has {MAX_QUEUED_MESSAGES} messages waiting" in str(refused.value)
     assert snap.turn_count == 2
     assert len(snap.turns[-1].prompts) == MAX_QUEUED_MESSAGES - 1
+
+
+async def test_an_over_long_rejection_is_refused_and_a_recorded_one_is_clipped(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    _, flow, store, sessions = _rig(client, tmp_path, flow_type)
+    sid = f"bounded-rejection-{uuid.uuid4().hex[:8]}"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message='call create_refund {"orderId": "5"}')
+        (interrupt,) = (await sessions.wait_for_idle(sid)).pending_interrupts
+        iid = interrupt.interrupt_id
+        length = await settled_history_length(client, sid)
+        # The client refuses it, on the Update and on the recorded path alike.
+        for timeout in (None, 5):
+            with pytest.raises(InvalidArgumentError) as refused:
+                await sessions.resolve_interrupt(
+                    sid,
+                    iid,
+                    approved=False,
+                    rejection_message="r" * 1_500_000,
+                    timeout=timeout,
+                )
+            assert refused.value.argument == "rejection_message"
+            assert str(refused.value) == (
+                "`rejection_message` is 1,500,000 characters long, over the limit of "
+                "10,000; pass a shorter one: the model reads it as why the call was "
+                "refused, and the session keeps it in its state"
+            )
+        # So does the Update's validator, for a caller past the client.
+        handle = client.get_workflow_handle(sid)
+        raw = {
+            "interrupt_id": iid,
+            "approved": False,
+            "rejection_message": "r" * 10_001,
+        }
+        with pytest.raises(WorkflowUpdateFailedError) as past:
+            await handle.execute_update("resolve_interrupt", raw, result_type=bool)
+        assert isinstance(past.value.cause, ApplicationError)
+        assert past.value.cause.type == INVALID_ARGUMENT
+        assert past.value.cause.details == ("rejection_message",)
+        # Nothing changed: no history, and the call still waits.
+        assert await settled_history_length(client, sid) == length
+        waiting = await sessions.snapshot(sid)
+        assert waiting.status == "waiting_for_approval"
+        assert [i.interrupt_id for i in waiting.pending_interrupts] == [iid]
+
+        # A Signal has no validator: sent past the client, 1.5 MB is kept clipped
+        # (whole, the state would pass Temporal's 2 MB limit and the task fail).
+        signal = {**raw, "rejection_message": "s" * 1_500_000}
+        await handle.signal("record_resolution", signal)
+        async with asyncio.timeout(60):  # waiting for approval is idle too
+            done = await sessions.wait_for_idle(sid)
+            while done.status != "idle":
+                await asyncio.sleep(0.05)
+                done = await sessions.wait_for_idle(sid)
+    await store.close()
+    (record,) = done.turns[-1].tool_calls
+    assert (done.status, record.status) == ("idle", "rejected")
+    assert record.rejection_message == "s" * 9_999 + "…"

@@ -1657,3 +1657,56 @@ def test_an_approval_closed_by_a_cancel_says_so_in_its_event() -> None:
     assert finished.data["status"] == "cancelled"
     ended = advance(closed.state, OPTIONS, now=NOW)
     assert [e.type for e in ended.events] == ["turn_cancelled"]
+
+
+# ----- bounded by design: what users send never grows the state ------------------
+
+STATE_BOUND = 64 * 1024
+"""Bytes of a state (as continue-as-new carries it) that these tests stay under."""
+
+
+def state_bytes(state: SessionState) -> int:
+    return len(INPUT_JSON.dump_json(SessionInput(state=state)))
+
+
+def events_bytes(events: tuple[AgentEvent, ...]) -> int:
+    return len(TypeAdapter(tuple[AgentEvent, ...]).dump_json(events))
+
+
+def test_a_1_5_mb_rejection_by_the_recorded_signal_is_kept_clipped() -> None:
+    # `record_resolution` (a Signal) has no validator: what it carries reaches
+    # `apply_resolution` as sent. Whole, it was in the interrupt, both record
+    # lists, two events, the resumed segment's input and the turn log: 4.5 MB.
+    outcome = apply_resolution(
+        waiting(REFUND),
+        interrupt_id="intr-1",
+        approved=False,
+        rejection_message="r" * 1_500_000,
+        update_id=None,
+    )
+    assert outcome.answer
+    kept = "r" * 9_999 + "…"
+    assert outcome.state.interrupts["intr-1"].rejection_message == kept
+    assert state_bytes(outcome.state) < STATE_BOUND
+
+    settled = settle_approval(outcome.state)
+    assert [e.data["rejection_message"] for e in settled.events] == [kept, kept]
+    assert events_bytes(settled.events) < 2 * 10_000 + 2_000
+    assert [r.rejection_message for r in turn(settled.state).turn_records] == [kept]
+    assert state_bytes(settled.state) < STATE_BOUND
+
+    resumed = advance(settled.state, OPTIONS, now=NOW)
+    assert isinstance(resumed.step, RunModelStep) and resumed.step.resume is not None
+    assert [r.rejection_message for r in resumed.step.resume.records] == [kept]
+    ended = model_answered(
+        resumed.state, segment_id="seg", final_text="ok", usage=USAGE
+    )
+    (finished,) = ended.state.unpublished
+    assert summary(finished).tool_calls[0].rejection_message == kept
+    assert state_bytes(ended.state) < STATE_BOUND
+
+
+def test_a_rejection_within_the_limit_is_kept_whole() -> None:
+    message = "é" * 10_000
+    state = resolved(waiting(REFUND), approved=False, message=message)
+    assert state.interrupts["intr-1"].rejection_message == message

@@ -40,6 +40,10 @@ TurnPhase = Literal[
 SUMMARY_TEXT_LIMIT = 1000
 """Characters of a turn's answer or tool output kept in its summary (state, snapshot)."""
 
+REJECTION_MESSAGE_LIMIT = 10_000
+"""Characters of a rejection message (`resolve_interrupt`): the most the RPCs take,
+and what the state keeps of one that came past them (a recorded Signal)."""
+
 KEEP_RESOLVED_INTERRUPTS = 200
 """IDs of interrupts that left with their turn, kept to answer a late repeat."""
 

@@ -65,6 +65,7 @@ from ._policy import ToolStep
 from ._records import ToolCall, ToolCallEdit, ToolRecord, ToolRecordStatus
 from ._state import (
     KEEP_RESOLVED_INTERRUPTS,
+    REJECTION_MESSAGE_LIMIT,
     ActiveTurn,
     Interrupt,
     SessionState,
@@ -978,6 +979,9 @@ def apply_resolution(
         return UpdateOutcome(state=state, answer=applied)
     update_ids, _ = _remember(state.update_ids, update_id)
     resolved_by = None if resolved_by is None else preview(resolved_by, NAME_LIMIT)
+    # The RPCs refuse a longer one; a recorded Signal is never checked.
+    if rejection_message is not None:
+        rejection_message = preview(rejection_message, REJECTION_MESSAGE_LIMIT)
     interrupt = replace(
         interrupt,
         resolved=True,

@@ -34,6 +34,7 @@ from .._errors import InvalidArgumentError, must_be, shown
 from ..session._blob import BlobReference
 from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT
+from ..session._state import REJECTION_MESSAGE_LIMIT
 from ._models import (
     CancelTurnInput,
     EndSessionInput,
@@ -232,7 +233,8 @@ def check_resolution_input(input: ResolveInterruptInput) -> None:
 
     Raises:
         InvalidArgumentError: the interrupt ID is not a non-empty string,
-            `approved` is not a bool, or a text is not a valid string or None.
+            `approved` is not a bool, a text is not a valid string or None, or
+            `rejection_message` is longer than `REJECTION_MESSAGE_LIMIT` characters.
     """
     check_id(
         "interrupt_id",
@@ -241,6 +243,17 @@ def check_resolution_input(input: ResolveInterruptInput) -> None:
     )
     _check_decoded_flag(input, "approved")
     check_text("rejection_message", input.rejection_message, optional=True)
+    if (
+        input.rejection_message is not None
+        and len(input.rejection_message) > REJECTION_MESSAGE_LIMIT
+    ):
+        raise InvalidArgumentError(
+            "rejection_message",
+            f"`rejection_message` is {len(input.rejection_message):,} characters "
+            f"long, over the limit of {REJECTION_MESSAGE_LIMIT:,}; pass a shorter "
+            "one: the model reads it as why the call was refused, and the session "
+            "keeps it in its state",
+        )
     check_text("resolved_by", input.resolved_by, optional=True)
     check_edit(input)
     # `object`: the decoded payload may hold anything, which is what is checked.
