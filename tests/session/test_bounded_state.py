@@ -9,22 +9,27 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from temporalio.api.enums.v1 import EventType
 from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client, WorkflowUpdateFailedError
 from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
-from dex_agents import InvalidArgumentError, UserError
+from dex_agents import InvalidArgumentError, MessageTooLargeError, UserError
+from dex_agents.session import AgentSessionOptions, ToolPolicy
 from dex_agents.session._blob import blob_reference
+from dex_agents.session._json import JsonObject
 from dex_agents.session._pending import MAX_QUEUED_MESSAGES, MAX_USER_MESSAGE_BYTES
 from dex_agents.stores import SQLiteRuntimeStore
-from dex_agents.temporal import SessionClient, create_worker
+from dex_agents.temporal import SessionClient, create_agent_session_flow, create_worker
+from dex_agents.temporal._activities import _engine_error  # pyright: ignore[reportPrivateUsage]
 from dex_agents.temporal._arguments import INVALID_ARGUMENT
 from dex_agents.temporal._flow import AgentSessionFlow
-from dex_agents.testing import Ledger
+from dex_agents.testing import Ledger, ScriptedRunner
 from dex_agents.testing._ledger_flow import LedgerFlowConfig, ledger_flow
 from support.history import settled_history_length
 from support.session_harness import ledger_config
@@ -362,3 +367,57 @@ async def test_an_over_long_rejection_is_refused_and_a_recorded_one_is_clipped(
     (record,) = done.turns[-1].tool_calls
     assert (done.status, record.status) == ("idle", "rejected")
     assert record.rejection_message == "s" * 9_999 + "…"
+
+
+async def test_a_tool_that_raises_a_1_9_mb_error_ends_outcome_unknown_clipped(
+    client: Client, tmp_path: Path, flow_type: str
+) -> None:
+    async def explode(args: JsonObject, execution: object) -> str:
+        raise RuntimeError("e" * 1_900_000)
+
+    flow = create_agent_session_flow(
+        ScriptedRunner({"explode": explode}),
+        flow_type,
+        AgentSessionOptions(
+            tool_policies={"explode": ToolPolicy(effect="idempotent_write")},
+            retry_interval=timedelta(seconds=0.1),
+        ),
+    )
+    store = SQLiteRuntimeStore(tmp_path / "runtime.sqlite")
+    sessions = SessionClient(client, flow, store)
+    sid = f"bounded-tool-error-{uuid.uuid4().hex[:8]}"
+    async with create_worker(client, [flow], store=store):
+        await sessions.start(sid, initial_message="call explode {}")
+        done = await sessions.wait_for_idle(sid, timeout=60)
+        # The session lives on: the next message is answered.
+        async with asyncio.timeout(60):
+            after = await sessions.send_and_wait(sid, "say still here")
+        events = await sessions.events(sid)
+        history = await _history(client, sid, (await _runs(client, sid))[-1])
+    await store.close()
+    (record,) = done.turns[-1].tool_calls
+    assert (done.status, record.status) == ("idle", "outcome_unknown")
+    assert record.output == "RuntimeError: " + "e" * 985 + "…"
+    assert after.turns[-1].final_text == "said: still here"
+    (finished,) = [
+        e
+        for e in events
+        if e.type == "tool_call_finished" and e.data.get("tool_name") == "explode"
+    ]
+    assert finished.data["error"] == record.output
+    # What the workflow sends on keeps the error clipped: the resumed segment's
+    # input (its records) and every publish.
+    scheduled = [
+        e.ByteSize()
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
+    ]
+    assert len(scheduled) >= 3 and max(scheduled) < 16 * 1024
+
+
+def test_an_activity_s_error_message_is_clipped_at_the_engine_edge() -> None:
+    failure = _engine_error(RuntimeError("e" * 1_900_000), attempt=2)
+    assert failure.message == "RuntimeError: " + "e" * 985 + "…"
+    assert failure.type == "RuntimeError" and failure.details == ({"attempt": 2},)
+    refused = _engine_error(MessageTooLargeError("m" * 1_900_000))
+    assert refused.message == "m" * 999 + "…" and refused.non_retryable

@@ -1710,3 +1710,31 @@ def test_a_rejection_within_the_limit_is_kept_whole() -> None:
     message = "é" * 10_000
     state = resolved(waiting(REFUND), approved=False, message=message)
     assert state.interrupts["intr-1"].rejection_message == message
+
+
+def test_a_1_9_mb_tool_error_is_recorded_clipped() -> None:
+    state = advance(at_calls(READ), OPTIONS, now=NOW).state
+    error = "RuntimeError: " + "e" * 1_900_000
+
+    recorded = record_unknown_outcome(state, error=error, attempts=3)
+
+    clipped = error[:999] + "…"
+    assert [r.output for r in turn(recorded.state).records] == [clipped]
+    assert [r.output for r in turn(recorded.state).turn_records] == [clipped]
+    assert recorded.events[0].data["error"] == clipped
+    assert state_bytes(recorded.state) < STATE_BOUND
+    resumed = advance(recorded.state, OPTIONS, now=NOW)
+    assert isinstance(resumed.step, RunModelStep) and resumed.step.resume is not None
+    assert [r.output for r in resumed.step.resume.records] == [clipped]
+
+
+def test_a_1_9_mb_segment_error_fails_the_turn_with_it_clipped() -> None:
+    error = "SessionError: " + "e" * 1_900_000
+
+    failed = model_failed(running("hello"), OPTIONS, error=error)
+
+    clipped = error[:999] + "…"
+    assert failed.events[0].type == "turn_failed"
+    assert failed.events[0].data["error"] == clipped
+    assert summary(failed.state.unpublished[0]).error == clipped
+    assert state_bytes(failed.state) < STATE_BOUND

@@ -814,11 +814,12 @@ def record_unknown_outcome(
     """The call's Step failed for good: it may or may not have acted.
 
     Its `tool_call_finished` event says `outcome_unknown` with `error`: what
-    the tool raised, or the crash or timeout that ended its Step.
+    the tool raised, or the crash or timeout that ended its Step, clipped to
+    `SUMMARY_TEXT_LIMIT` characters (the record rides in the state).
     """
     record = replace(
         _record_of(_current_call(state), "outcome_unknown"),
-        output=error,
+        output=clip(error),
         attempts=attempts,
     )
     return Transition(state=_record(state, record), events=(_finished_event(record),))
@@ -1277,7 +1278,10 @@ def _fail_turn(
 
     `drop_prompts`: the model refused them as too large, so sending them
     again would fail every later turn; they leave, and the note says so.
+    `reason` is clipped to `SUMMARY_TEXT_LIMIT` characters: it rides in the
+    state, the `turn_failed` event and the summary.
     """
+    reason = clip(reason)
     active = _active(state)
     note = failure_note(active.turn_id, reason, active.turn_records)
     count = active.pending_count

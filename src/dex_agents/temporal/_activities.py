@@ -389,13 +389,15 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
     """Retry policy is decided here, at the engine edge, from the error's own fields.
 
     A tool Step's error carries its attempt as the details, so the record of a
-    call that ended outcome_unknown says how many attempts ran.
+    call that ended outcome_unknown says how many attempts ran. Its message is
+    clipped to `SUMMARY_TEXT_LIMIT` characters: the session keeps it (a record's
+    output, a failed turn's error), and an exception's text can be any size.
     """
     details = () if attempt is None else ({"attempt": attempt},)
     if isinstance(err, BudgetReachedError):
         # What the stopped segment spent travels with it: the session counts it.
         return ApplicationError(
-            str(err),
+            clip(str(err)),
             {"attempt": attempt or 0, "usage": err.usage},
             type=type(err).__name__,
             non_retryable=True,
@@ -408,7 +410,7 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
         # of this wrapper per attempt, which is what temporalio logs otherwise.
         delay = timedelta(seconds=err.retry_after) if err.retry_after else None
         return ApplicationError(
-            str(err),
+            clip(str(err)),
             *details,
             type=type(err).__name__,
             non_retryable=not err.retryable,
@@ -417,10 +419,10 @@ def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationE
         )
     if isinstance(err, UserError | TypeError):
         return ApplicationError(
-            str(err), *details, type=type(err).__name__, non_retryable=True
+            clip(str(err)), *details, type=type(err).__name__, non_retryable=True
         )
     return ApplicationError(
-        f"{type(err).__name__}: {err}", *details, type=type(err).__name__
+        clip(f"{type(err).__name__}: {err}"), *details, type=type(err).__name__
     )
 
 
