@@ -1110,7 +1110,23 @@ def test_a_long_message_must_travel_by_reference() -> None:
             "which stores it first",
         )
     )
-    assert check_message(state, UserPrompt(text=text, text_ref=REF)) is None
+    # By reference, the text is the preview the client made.
+    assert check_message(state, UserPrompt(text=text[:200], text_ref=REF)) is None
+
+
+def test_a_message_by_reference_carries_only_a_preview_as_its_text() -> None:
+    # A raw Update (`temporal workflow update`) could send any `text_ref` with
+    # megabytes of "preview", which the state and every RunModel input would hold.
+    state = starting_state(None, session_id="s1")
+    refusal = check_message(state, UserPrompt(text="x" * 1_900_000, text_ref=REF))
+    assert refusal == Refusal(
+        reason="invalid_message",
+        message="a user message by reference carries a preview of at most 200 "
+        "characters as its text, got 1,900,000; send it with "
+        "`SessionClient.send_user_message`, which stores it and makes the preview",
+    )
+    assert check_message(state, UserPrompt(text="x" * 201, text_ref=REF)) is not None
+    assert check_message(state, UserPrompt(text="x" * 200, text_ref=REF)) is None
 
 
 def test_images_the_runner_cannot_send_are_refused_without_queueing() -> None:

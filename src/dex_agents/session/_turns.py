@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Literal
 
-from ._blob import BlobReference, preview
+from ._blob import PREVIEW_CHARS, BlobReference, preview
 from ._events import (
     AgentEvent,
     InterruptCreatedEvent,
@@ -843,6 +843,14 @@ def check_message(state: SessionState, prompt: UserPrompt) -> Refusal | None:
         return Refusal(
             reason="invalid_message",
             message=f"user message text must be a non-empty string, got {text!r}",
+        )
+    if by_reference and len(text) > PREVIEW_CHARS:
+        return Refusal(
+            reason="invalid_message",
+            message=f"a user message by reference carries a preview of at most "
+            f"{PREVIEW_CHARS} characters as its text, got {len(text):,}; send it "
+            "with `SessionClient.send_user_message`, which stores it and makes the "
+            "preview",
         )
     size = len(text.encode())
     if not by_reference and size > INLINE_TEXT_LIMIT:
