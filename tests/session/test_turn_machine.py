@@ -20,7 +20,13 @@ from dex_agents.session import AgentEvent, AgentSessionOptions, ToolCall, ToolPo
 from dex_agents.session._blob import BlobReference
 from dex_agents.session._json import JsonObject
 from dex_agents.session._media import ImageReference
-from dex_agents.session._pending import TurnFailureNote, UserPrompt, failure_note
+from dex_agents.session._pending import (
+    PendingItem,
+    TurnFailureNote,
+    UserPrompt,
+    collapse_notes,
+    failure_note,
+)
 from dex_agents.session._records import ToolCallEdit, ToolRecord
 from dex_agents.session._state import (
     ActiveTurn,
@@ -47,6 +53,7 @@ from dex_agents.session._turns import (
     apply_resolution,
     approval_settled,
     calls_requested,
+    cancel_turn,
     check_budget_answer,
     check_end,
     check_message,
@@ -1685,6 +1692,10 @@ def state_bytes(state: SessionState) -> int:
     return len(INPUT_JSON.dump_json(SessionInput(state=state)))
 
 
+def pending_bytes(state: SessionState) -> int:
+    return len(TypeAdapter(list[PendingItem]).dump_json(state.pending))
+
+
 def events_bytes(events: tuple[AgentEvent, ...]) -> int:
     return len(TypeAdapter(tuple[AgentEvent, ...]).dump_json(events))
 
@@ -1754,3 +1765,98 @@ def test_a_1_9_mb_segment_error_fails_the_turn_with_it_clipped() -> None:
     assert failed.events[0].data["error"] == clipped
     assert summary(failed.state.unpublished[0]).error == clipped
     assert state_bytes(failed.state) < STATE_BOUND
+
+
+def _cancelled(state: SessionState, n: int) -> SessionState:
+    """`state` after turn `n`, sending one new message, was cancelled."""
+    state = queued(f"try {n}", state=state)
+    state = advance(start_turn(state).state, OPTIONS, now=NOW).state
+    state = request_cancel(state, reason="stop", update_id=f"cancel-{n}").state
+    return cancel_turn(state).state
+
+
+def _failed(state: SessionState, n: int) -> SessionState:
+    """`state` after turn `n` failed (its prompts stay pending)."""
+    state = advance(start_turn(state).state, OPTIONS, now=NOW).state
+    return model_failed(state, OPTIONS, error=f"SessionError: failure {n}").state
+
+
+def test_1000_cancelled_turns_in_a_row_keep_three_notes_and_a_count() -> None:
+    state = starting_state(None, session_id="s1")
+    sizes: list[int] = []
+    for n in range(1, 1001):
+        # The publish takes the ended turn out of `unpublished`.
+        state = replace(_cancelled(state, n), unpublished=[])
+        sizes.append(pending_bytes(state))
+
+    notes = [i for i in state.pending if isinstance(i, TurnFailureNote)]
+    assert len(state.pending) == len(notes) == 4
+    assert notes[0] == TurnFailureNote(
+        turn_id="turn-997",
+        text="997 earlier turns failed or were cancelled; their notes were not "
+        "kept, so check what their tool calls did before you repeat one.",
+    )
+    assert [n.turn_id for n in notes[1:]] == ["turn-998", "turn-999", "turn-1000"]
+    assert notes[-1].text.startswith("The previous turn (turn-1000) failed: it was")
+    # Flat: the notes after turn 1,000 take what they took at turn 10.
+    assert sizes[-1] < 2_000
+    assert sizes[-1] <= sizes[9] + 30  # longer turn numbers
+    assert state_bytes(state) < STATE_BOUND
+    # What the next turn sends is just as bounded.
+    step = advance(start_turn(queued("hello", state=state)).state, OPTIONS, now=NOW)
+    assert isinstance(step.step, RunModelStep) and len(step.step.pending) == 5
+
+
+def test_1000_failed_turns_in_a_row_keep_their_prompt_three_notes_and_a_count() -> None:
+    state = queued("fail")
+    for n in range(1, 1001):
+        state = replace(_failed(state, n), unpublished=[])
+    assert state.pending[0] == UserPrompt(text="fail")
+    notes = state.pending[1:]
+    assert [n.turn_id for n in notes if isinstance(n, TurnFailureNote)] == [
+        "turn-997",
+        "turn-998",
+        "turn-999",
+        "turn-1000",
+    ]
+    assert isinstance(notes[0], TurnFailureNote)
+    assert notes[0].text.startswith("997 earlier turns failed or were cancelled;")
+    assert pending_bytes(state) < 2_000
+
+
+def test_collapsed_notes_keep_the_prompts_between_them_in_order() -> None:
+    notes = [failure_note(f"turn-{n}", "boom", []) for n in range(1, 6)]
+    items = [
+        UserPrompt(text="a"),
+        notes[0],
+        UserPrompt(text="b"),
+        notes[1],
+        notes[2],
+        UserPrompt(text="c"),
+        notes[3],
+        notes[4],
+    ]
+    collapsed = collapse_notes(items)
+    assert collapsed == [
+        UserPrompt(text="a"),
+        TurnFailureNote(
+            turn_id="turn-2",
+            text="2 earlier turns failed or were cancelled; their notes were not "
+            "kept, so check what their tool calls did before you repeat one.",
+        ),
+        UserPrompt(text="b"),
+        notes[2],
+        UserPrompt(text="c"),
+        notes[3],
+        notes[4],
+    ]
+    # Within the limit, nothing changes; a collapsed note counts on.
+    assert collapse_notes(collapsed) == collapsed
+    again = collapse_notes([*collapsed, failure_note("turn-6", "boom", [])])
+    first = again[1]
+    assert isinstance(first, TurnFailureNote) and first.turn_id == "turn-3"
+    assert first.text.startswith("3 earlier turns failed or were cancelled;")
+    one = collapse_notes(notes[:4])
+    assert isinstance(one[0], TurnFailureNote)
+    assert one[0].text.startswith("1 earlier turn failed or was cancelled;")
+    assert collapse_notes(one) == one

@@ -11,6 +11,7 @@ builds the runner's own stored item from it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Literal
@@ -30,6 +31,9 @@ MAX_USER_MESSAGE_BYTES = 32 * 1024 * 1024
 
 MAX_QUEUED_MESSAGES = 100
 """User messages that may wait for a turn at once; more are refused until it answers."""
+
+KEEP_FAILURE_NOTES = 3
+"""Failure notes `pending` keeps whole, the newest; older ones collapse into one line."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -105,3 +109,44 @@ def failure_note(
             for r in records
         ),
     )
+
+
+_COLLAPSED = re.compile(r"(\d+) earlier turns? failed or (?:was|were) cancelled")
+"""How the note that stands for older notes begins (see `collapse_notes`)."""
+
+
+def collapse_notes(items: Sequence[PendingItem]) -> list[PendingItem]:
+    """`items` with at most `KEEP_FAILURE_NOTES` failure notes whole, the newest.
+
+    Only a completed turn takes notes out of `pending`, so turns that fail or
+    are cancelled one after another would pile them up in the state and in
+    every RunModel input. The older notes become one note, where the oldest
+    was, saying how many turns failed or were cancelled before; the items
+    between them (prompts) stay in order.
+    """
+    notes = [
+        (i, item) for i, item in enumerate(items) if isinstance(item, TurnFailureNote)
+    ]
+    older = notes[:-KEEP_FAILURE_NOTES]
+    if not older or (len(older) == 1 and _COLLAPSED.match(older[0][1].text)):
+        return list(items)
+    count = sum(_turns_in(note) for _, note in older)
+    first, newest = older[0][0], older[-1][1]
+    were = "turn failed or was" if count == 1 else "turns failed or were"
+    collapsed = TurnFailureNote(
+        turn_id=newest.turn_id,
+        text=f"{count} earlier {were} cancelled; their notes were not kept, so "
+        "check what their tool calls did before you repeat one.",
+    )
+    gone = {i for i, _ in older[1:]}
+    return [
+        collapsed if i == first else item
+        for i, item in enumerate(items)
+        if i not in gone
+    ]
+
+
+def _turns_in(note: TurnFailureNote) -> int:
+    """How many failed or cancelled turns a note tells of: more for a collapsed one."""
+    match = _COLLAPSED.match(note.text)
+    return int(match[1]) if match else 1

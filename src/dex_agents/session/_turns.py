@@ -59,6 +59,7 @@ from ._pending import (
     MAX_QUEUED_MESSAGES,
     PendingItem,
     UserPrompt,
+    collapse_notes,
     failure_note,
 )
 from ._policy import ToolStep
@@ -733,7 +734,7 @@ def cancel_turn(state: SessionState, *, streamed_text: str = "") -> Transition:
             + "\nIt was answering: "
             + "; ".join(repr(preview(p.text, 80)) for p in dropped),
         )
-    pending = [*kept, note, *state.pending[count:]]
+    pending = collapse_notes([*kept, note, *state.pending[count:]])
     cancelled = TurnCancelledEvent(
         turn_id=active.turn_id,
         reason=active.cancel_reason,
@@ -1308,6 +1309,7 @@ def _fail_turn(
             + "; ".join(repr(preview(p.text, 80)) for p in dropped),
         )
     pending.insert(count, note)
+    pending = collapse_notes(pending)
     failed = TurnFailedEvent(turn_id=active.turn_id, error=reason, reruns=active.reruns)
     return Transition(
         state=_end_turn(replace(state, pending=pending), "failed", error=reason),
