@@ -413,6 +413,14 @@ async def test_a_tool_that_raises_a_1_9_mb_error_ends_outcome_unknown_clipped(
         if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED
     ]
     assert len(scheduled) >= 3 and max(scheduled) < 16 * 1024
+    # The failure Temporal records for each attempt keeps its cause clipped too
+    # (it held the tool's whole 1.9 MB text beside the clipped message).
+    failed = [
+        e.ByteSize()
+        for e in history
+        if e.event_type == EventType.EVENT_TYPE_ACTIVITY_TASK_FAILED
+    ]
+    assert failed and max(failed) < 16 * 1024
 
 
 def test_an_activity_s_error_message_is_clipped_at_the_engine_edge() -> None:

@@ -70,6 +70,7 @@ from ..session._runner import (
     image_message_builder,
     resume_parker,
 )
+from ..session._state import SUMMARY_TEXT_LIMIT
 from ..stores import RuntimeStore
 from ..stores._cursors import cursor_before_turn, event_turn
 from ..stores._rules import not_in_this_store
@@ -385,6 +386,21 @@ def _said(
     )
 
 
+def _bounded_cause(err: BaseException) -> BaseException:
+    """`err`, or a stand-in with its text clipped, as the cause of a Step's failure.
+
+    Temporal records the cause with the failure, message and all, in the
+    session's history: a tool that raised with a 1.9 MB text put it there
+    whole beside the clipped failure. The stand-in keeps the type's name and
+    the traceback.
+    """
+    text = str(err)
+    if len(text) <= SUMMARY_TEXT_LIMIT:
+        return err
+    stand_in = ApplicationError(clip(text), type=type(err).__name__)
+    return stand_in.with_traceback(err.__traceback__)
+
+
 def _engine_error(err: Exception, *, attempt: int | None = None) -> ApplicationError:
     """Retry policy is decided here, at the engine edge, from the error's own fields.
 
@@ -679,7 +695,7 @@ def build_activities(
                         type="RunModelTimeout",
                     )
                     streamed.end_running(failure=overran.message)
-                    raise overran from err
+                    raise overran from _bounded_cause(err)
                 # This attempt's inline calls will never return a result.
                 streamed.end_running(failure=str(err) or type(err).__name__)
                 failure = _engine_error(err, attempt=attempt)
@@ -690,7 +706,7 @@ def build_activities(
                         failure, attempt, options.run_model_attempts
                     )
                     _said(err, input, attempt, retried=retried)
-                raise failure from err
+                raise failure from _bounded_cause(err)
             if record_span is not None:
                 record_span(
                     start_ns=start_ns,
@@ -817,7 +833,7 @@ def build_activities(
                         )
                     )
                 )
-                raise failure from err
+                raise failure from _bounded_cause(err)
             finally:
                 reset_current_deferred_tool_execution(token)
             output, output_ref = await store_long_output(
