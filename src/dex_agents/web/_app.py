@@ -21,7 +21,12 @@ from ..stores import RuntimeStore
 from ..temporal._flow import AgentSessionFlow
 from ._api import api_router
 from ._auth import CSRF_HEADER, Auth
-from ._errors import install_error_handlers
+from ._errors import (
+    LOGIN_BODY_BYTES,
+    MAX_BODY_BYTES,
+    BodyLimit,
+    install_error_handlers,
+)
 from ._feed import Feeds
 from ._pages import install_page_handlers, page_router, templates
 from ._service import ClientSource, Service, WebOptions
@@ -120,6 +125,11 @@ def create_app(
         lifespan=lifespan,
     )
     install_error_handlers(app)
+    # Bodies are read before the token is checked: bound them for everyone.
+    # Inside CORS (added below), so a front end elsewhere can read the 413.
+    app.add_middleware(
+        BodyLimit, limits={"/login": LOGIN_BODY_BYTES}, default=MAX_BODY_BYTES
+    )
     app.include_router(api_router(service, auth, feeds))
     if pages:
         env = templates()

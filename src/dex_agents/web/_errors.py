@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import json
 import logging
 from collections.abc import Generator, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 from urllib.parse import quote
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -47,6 +48,7 @@ ErrorCode = Literal[
     "interrupt_not_found",
     "method_not_allowed",
     "invalid_request",
+    "too_large",
     "invalid_edit",
     "images_not_supported",
     "already_resolved",
@@ -206,6 +208,14 @@ def translated(session_id: str = "") -> Generator[None, None, None]:
         raise api from err
 
 
+MAX_BODY_BYTES = 64 * 1024 * 1024
+"""The largest request body the app reads (a larger one is 413 `too_large`,
+refused before it is read and before the token is checked): twice the largest
+message, so a 32 MiB message fits even with its JSON escapes (`\\n`, `\\uXXXX`)."""
+LOGIN_BODY_BYTES = 16 * 1024
+"""The largest body of `POST /login`: a form of three short fields."""
+
+
 _UNKNOWN_KEY = frozenset({"unexpected_keyword_argument", "extra_forbidden"})
 _NOT_AN_OBJECT = frozenset({"dataclass_type", "model_type", "dict_type"})
 """Validation errors of a value that should have been a JSON object."""
@@ -222,8 +232,10 @@ _AS_JSON = "with `Content-Type: application/json`"
 def _shown(value: object, *, as_json: bool = False) -> str:
     """`value` quoted for a message (as the JSON the client sent, when `as_json`)."""
     if isinstance(value, bytes):
-        value = value.decode("utf-8", "replace")
+        # Cut first: a body of many MiB is never copied whole into its repr.
+        value = value[: _SHOWN_INPUT * 4].decode("utf-8", "replace")
         as_json = False
+    value = _trimmed(value)
     shown = repr(value)
     if as_json:
         with contextlib.suppress(TypeError, ValueError):
@@ -231,6 +243,37 @@ def _shown(value: object, *, as_json: bool = False) -> str:
     if len(shown) > _SHOWN_INPUT:
         shown = shown[:_SHOWN_INPUT] + "…"
     return shown
+
+
+def _trimmed(value: object, depth: int = 0) -> object:
+    """`value` cut to what `_shown` can show, so its repr never copies a huge body.
+
+    Strings keep one character more than shown (so the cut is marked), lists
+    and objects their first few items (then `…`), nesting a few levels.
+    """
+    if isinstance(value, str):
+        return value[: _SHOWN_INPUT + 1]
+    if isinstance(value, list | tuple):
+        sequence = cast(Sequence[object], value)
+        items = list(sequence[:_SHOWN_ITEMS])
+        if depth >= _SHOWN_DEPTH:
+            return ["…"] if items else []
+        cut = [_trimmed(item, depth + 1) for item in items]
+        return [*cut, "…"] if len(sequence) > _SHOWN_ITEMS else cut
+    if isinstance(value, dict):
+        mapping = cast(dict[object, object], value)
+        pairs = list(itertools.islice(mapping.items(), _SHOWN_ITEMS))
+        if depth >= _SHOWN_DEPTH:
+            return {"…": "…"} if pairs else {}
+        cut_map = {_trimmed(k, depth + 1): _trimmed(v, depth + 1) for k, v in pairs}
+        if len(mapping) > _SHOWN_ITEMS:
+            cut_map["…"] = "…"
+        return cut_map
+    return value
+
+
+_SHOWN_ITEMS = 8
+_SHOWN_DEPTH = 3
 
 
 def _problem(
@@ -337,6 +380,8 @@ def install_error_handlers(app: FastAPI) -> None:
                 "not_found",
                 f"no such path {request.url.path!r}; see `/api/openapi.json`",
             )
+        if isinstance(exc, _BodyTooLarge):
+            return too_large(exc.limit)
         return error_response(exc.status_code, "invalid_request", str(exc.detail))
 
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -351,6 +396,94 @@ def install_error_handlers(app: FastAPI) -> None:
     # too. The handler stays for a failure of that middleware itself.
     app.add_middleware(_UnexpectedErrors)
     app.add_exception_handler(Exception, unexpected)
+
+
+def too_large(limit: int) -> JSONResponse:
+    """The 413 of a body over `limit` bytes, naming the limit and the fix."""
+    if limit >= MAX_BODY_BYTES:
+        what = "a request body"
+        hint = (
+            "; a message is at most 32 MiB of UTF-8: send a longer text as "
+            "several messages"
+        )
+    else:
+        what = "this request's body"
+        hint = ""
+    return error_response(
+        413,
+        "too_large",
+        f"{what} is at most {_bytes(limit)}, and this one is larger, so it was "
+        f"not read{hint}",
+    )
+
+
+class _BodyTooLarge(HTTPException):
+    """A streamed body passed its limit while the app read it.
+
+    FastAPI's HTTPException, so the route that was reading the body raises it
+    as it is (any other error there becomes a 400) and the handler of
+    HTTP errors answers it as `too_large`.
+    """
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"over {limit} bytes")
+        self.limit = limit
+
+
+class BodyLimit:
+    """ASGI middleware: refuse a request body over its path's limit before it is read.
+
+    A `Content-Length` over the limit is answered 413 at once; a body sent
+    without one (chunked) is counted as the app reads it and refused at the
+    byte that passes the limit. Bodies are read before the token is checked,
+    so this holds for anyone who can reach the port.
+    """
+
+    def __init__(self, app: ASGIApp, limits: Mapping[str, int], default: int) -> None:
+        self.app = app
+        self.limits = limits
+        self.default = default
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = str(scope.get("path", "")).removeprefix(str(scope.get("root_path", "")))
+        limit = self.limits.get(path, self.default)
+        declared = _content_length(scope)
+        if declared is not None and declared > limit:
+            await too_large(limit)(scope, receive, send)
+            return
+        read = 0
+
+        async def counted() -> Message:
+            nonlocal read
+            message = await receive()
+            if message["type"] == "http.request":
+                read += len(message.get("body", b""))
+                if read > limit:
+                    raise _BodyTooLarge(limit)
+            return message
+
+        await self.app(scope, counted, send)
+
+
+def _content_length(scope: Scope) -> int | None:
+    """The request's declared `Content-Length`; None when absent or not a number."""
+    for name, value in scope.get("headers", ()):
+        if name == b"content-length":
+            with contextlib.suppress(ValueError):
+                return int(value)
+            return None
+    return None
+
+
+def _bytes(count: int) -> str:
+    """`count` bytes as a person reads it: `64 MiB (67108864 bytes)`, `16 KiB (16384 bytes)`."""
+    for unit, size in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if count >= size and count % size == 0:
+            return f"{count // size} {unit} ({count} bytes)"
+    return f"{count} bytes"
 
 
 def _internal(request: Request, exc: BaseException) -> JSONResponse:

@@ -29,7 +29,12 @@ from ..stores._cursors import cursor_before_turn
 from ..temporal._client import recorded_answer_text
 from ._api import SessionCursor, SessionRoute
 from ._auth import CSRF_COOKIE, TOKEN_COOKIE, Auth, Caller, new_csrf_token
-from ._errors import ApiError, error_response, invalid_request, translated
+from ._errors import (
+    ApiError,
+    error_response,
+    invalid_request,
+    translated,
+)
 from ._models import CancelTurn, RecordedAnswer, Rejection, SendMessage, SessionId
 from ._service import Service
 from ._tokens import Principal, Role
@@ -265,7 +270,12 @@ def page_router(service: Service, auth: Auth, env: jinja2.Environment) -> APIRou
             {"next": next, "failed": False, "caller_name": ""},
         )
 
-    @router.post("/login")
+    @router.post(
+        "/login",
+        # Three short text fields and no files (a multipart file would be
+        # spooled before the handler runs); `create_app` caps the body too.
+        form_limits={"max_fields": 3, "max_files": 0, "max_part_size": 2048},
+    )
     async def login(
         request: Request,
         token: Annotated[str, Form(max_length=500)],
