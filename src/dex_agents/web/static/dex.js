@@ -462,14 +462,51 @@
         article.querySelector(".calls").after(card);
         return;
       }
-      if (mayApprove) forms.append(...decisionForms(sessionId, id, "session", e.data.arguments_ref ? null : (e.data.arguments || {})));
+      const long = Boolean(e.data.arguments_ref);
+      if (mayApprove) forms.append(...decisionForms(sessionId, id, "session", long ? null : (e.data.arguments || {})));
+      const input = el("pre", { class: "input" }, long ? "(loading the long input…)" : pretty(e.data.arguments || {}));
       const card = el("div", { class: "approval-card", "data-interrupt-id": id, "data-tool-call-id": e.data.tool_call_id || "" },
         el("p", {}, "Approve ", el("span", { class: "tool" }, e.data.tool_name || ""), " (",
           el("span", { class: `effect effect-${e.data.effect}` }, e.data.effect || ""), ")?"),
-        el("pre", { class: "input" }, e.data.arguments_ref ? "(a long input: read it from the session's JSON)" : pretty(e.data.arguments || {})),
+        input,
         forms);
       if (!recordedAnswer(card, id)) decideInPlace(card, sessionId, id);
       article.querySelector(".calls").after(card);
+      if (long) showLongInput(card, input, id);
+    }
+
+    // A long input is not in its event: nobody approves what the card does not
+    // show, so Approve and Edit & approve wait until the input is read and shown.
+    async function showLongInput(card, input, interruptId) {
+      const gated = [...card.querySelectorAll("form.decision:not([data-decision=reject]) button, details.edit textarea")];
+      for (const node of gated) node.disabled = true;
+      card.setAttribute("data-input", "loading");
+      const deadline = Date.now() + 30_000;
+      let why = "it is no longer pending";
+      for (;;) {
+        if (card.classList.contains("decided")) return; // answered elsewhere meanwhile
+        try {
+          const response = await fetch(`${base}/api/sessions/${encodeURIComponent(sessionId)}?turns=0`, { credentials: "same-origin" });
+          if (!response.ok) throw new Error(`HTTP ${response.status}`);
+          const view = await response.json();
+          const found = view.snapshot.pending_interrupts.find((i) => i.interrupt_id === interruptId);
+          if (found) {
+            input.textContent = pretty(found.arguments);
+            const textarea = card.querySelector('textarea[name="edited_input"]');
+            if (textarea && !textarea.value) textarea.value = pretty(found.arguments);
+            for (const node of gated) node.disabled = false;
+            card.setAttribute("data-input", "shown");
+            return;
+          }
+        } catch (err) {
+          why = err.message;
+        }
+        // The event can come before the snapshot that holds it: ask again, a while.
+        if (Date.now() > deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      card.setAttribute("data-input", "failed");
+      input.textContent = `(cannot read the long input: ${why}; reload the page to see it before approving)`;
     }
 
     function resolved(article, e) {
