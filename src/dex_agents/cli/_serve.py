@@ -147,6 +147,13 @@ def serve(
             f"--allow-anonymous-loopback needs a loopback --host, not {host!r}: "
             "anyone who reaches the port would be admin; use a token file instead"
         )
+    if allow_anonymous_loopback and "*" in cors_origins:
+        raise BadArgumentError(
+            "--cors-origin '*' with --allow-anonymous-loopback would let any "
+            "website open in this machine's browser read every session as admin; "
+            "name the front end's origin (`--cors-origin http://127.0.0.1:9100`), "
+            "or drop --allow-anonymous-loopback and use --tokens-file"
+        )
     for origin in cors_origins:
         problem = cors_origin_problem(origin)
         if problem is not None:

@@ -65,7 +65,10 @@ def create_app(
             token act as admin: for `dev` only, never behind a proxy.
         cors_origins: Origins a browser front end may call the API from
             (bearer tokens; no cookies), each `scheme://host[:port]` as the
-            browser sends it in `Origin`, or `*` for any. Off by default.
+            browser sends it in `Origin`, or `*` for any (not with
+            `allow_anonymous_loopback`). Off by default. With
+            `allow_anonymous_loopback`, a request with an `Origin` gets in
+            without a token only from the app's own origin or a listed one.
         worker_timeout: Seconds a request waits for a worker to take it (then
             503 `no_worker`).
         wait_timeout: Seconds `POST .../messages` with `wait: true` waits for
@@ -80,9 +83,12 @@ def create_app(
         UserError: no store, a tokens file that cannot be read or parsed, or
             no token and no anonymous loopback.
         InvalidArgumentError: a timeout or the poll interval is not a positive
-            number of seconds, or a CORS origin is not an origin.
+            number of seconds, a CORS origin is not an origin, or `*` is
+            among them with `allow_anonymous_loopback`.
     """
     origins = _cors_origins(cors_origins)
+    if "*" in origins and allow_anonymous_loopback:
+        raise InvalidArgumentError("cors_origins", ANY_ORIGIN_WITH_ANONYMOUS)
     settings = WebOptions(
         worker_timeout=_seconds("worker_timeout", worker_timeout),
         wait_timeout=_seconds("wait_timeout", wait_timeout),
@@ -177,6 +183,15 @@ def _with_bearer_scheme(app: FastAPI) -> None:
 
     app.openapi = openapi
 
+
+ANY_ORIGIN_WITH_ANONYMOUS = (
+    "`cors_origins=['*']` with `allow_anonymous_loopback=True` would let any "
+    "website open in this machine's browser read every session as admin; list "
+    "the front end's own origins instead of '*' (such as "
+    "`cors_origins=['http://127.0.0.1:9100']`), or use tokens without "
+    "`allow_anonymous_loopback`"
+)
+"""Why `create_app` refuses `*` with anonymous loopback access (`serve` says it its way)."""
 
 _ORIGIN_RULE = (
     "an origin is `scheme://host[:port]` as a browser sends it in its `Origin` "

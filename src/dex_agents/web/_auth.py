@@ -6,8 +6,9 @@ sets (a browser cannot add a header to a page load or an `EventSource`). No
 credentials is a 401, a token without the endpoint's role a 403, in every app
 except one built with `allow_anonymous_loopback` (what `dex-agents dev` does),
 where a request from 127.0.0.1 or ::1 with no credentials and no proxy header,
-addressed to a loopback name (`Host: localhost`, `127.0.0.1`, `[::1]`), acts
-as an anonymous admin.
+addressed to a loopback name (`Host: localhost`, `127.0.0.1`, `[::1]`), and
+with no `Origin` or the app's own or a listed CORS origin, acts as an
+anonymous admin.
 
 A cookie, and an anonymous loopback session, are credentials a browser
 sends on its own, so a state-changing request that carries no
@@ -83,6 +84,19 @@ class Auth:
         if cookie:
             return Caller(principal=await self._verify(cookie, request), via="cookie")
         if self.allow_anonymous_loopback and _from_loopback(request):
+            origin = request.headers.get("origin")
+            if origin is not None and origin not in self._anonymous_origins(request):
+                # Any site open in this machine's browser can send requests
+                # here: only the app's own pages and the listed front ends
+                # may read or act without a token.
+                raise ApiError(
+                    401,
+                    "unauthorized",
+                    f"a request from origin {origin!r} gets no access without a "
+                    "token, even from this machine; use this app's own pages, "
+                    "send `Authorization: Bearer <token>`, or add the origin to "
+                    "the app's CORS origins",
+                )
             if _names_loopback(request):
                 return Caller(principal=ANONYMOUS, via="anonymous")
             raise ApiError(
@@ -100,6 +114,13 @@ class Auth:
             "(tokens come from the app's token file; `dex-agents serve --new-token "
             f"NAME` makes one), or sign in at `{_login(request)}` in a browser",
         )
+
+    def _anonymous_origins(self, request: Request) -> tuple[str, ...]:
+        """The origins whose browser requests may act anonymously: the app's, and the listed ones.
+
+        Never `*` (`create_app` refuses it with anonymous loopback access).
+        """
+        return (_own_origin(request), *(o for o in self.trusted_origins if o != "*"))
 
     async def _verify(self, token: str, request: Request) -> Principal:
         principal = self.tokens.remembered(token)
