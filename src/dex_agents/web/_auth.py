@@ -194,7 +194,12 @@ class Auth:
         if sent is None and _is_form(request):
             value = (await request.form()).get(CSRF_FIELD)
             sent = value if isinstance(value, str) else None
-        if not expected or not sent or not hmac.compare_digest(expected, sent):
+        # As bytes: `compare_digest` raises TypeError on a non-ASCII `str`.
+        if (
+            not expected
+            or not sent
+            or not hmac.compare_digest(_utf8(expected), _utf8(sent))
+        ):
             raise ApiError(
                 403,
                 "csrf_failed",
@@ -262,3 +267,8 @@ def _from_loopback(request: Request) -> bool:
         return ipaddress.ip_address(request.client.host).is_loopback
     except ValueError:
         return False
+
+
+def _utf8(text: str) -> bytes:
+    """`text` as bytes to compare (any `str` a request carries, a lone surrogate too)."""
+    return text.encode("utf-8", "surrogatepass")
