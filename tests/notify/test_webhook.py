@@ -120,7 +120,8 @@ async def test_a_retry_after_a_500_repeats_the_id_and_body(receiver: Receiver) -
     await notifier(note)
 
     message = str(failed.value)
-    assert receiver.url in message and "500" in message
+    assert shown(receiver.url) in message and "500" in message
+    assert "/hooks/approvals" not in message
     assert "retried" in message and note.notification_id in message
     assert failed.value.status_code == 500
     assert SECRET not in message and SECRET not in repr(failed.value)
@@ -148,7 +149,7 @@ async def test_a_refused_connection_raises_webhook_error(refused_url: str) -> No
     with pytest.raises(WebhookError) as failed:
         await notifier(notification())
     message = str(failed.value)
-    assert refused_url in message and "retried" in message
+    assert shown(refused_url) in message and "retried" in message
     assert failed.value.status_code is None
     assert SECRET not in message
     assert SECRET not in repr(notifier) and SECRET not in str(notifier)
@@ -159,18 +160,90 @@ async def test_a_receiver_that_never_answers_times_out(receiver: Receiver) -> No
     notifier = WebhookNotifier(receiver.url, SECRET, timeout=0.3)
     with pytest.raises(WebhookError) as failed:
         await notifier(notification())
-    assert receiver.url in str(failed.value) and failed.value.status_code is None
+    assert shown(receiver.url) in str(failed.value)
+    assert failed.value.status_code is None
     assert len(receiver.requests) == 1
+
+
+def shown(url: str) -> str:
+    """How the notifier names `url` in messages: `scheme://host:port/…`."""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://{rest.split('/', 1)[0]}/…"
 
 
 def test_messages_and_repr_hide_url_credentials() -> None:
     url = "https://user:hunter2@hooks.example.com/in?token=abc123"
     notifier = WebhookNotifier(url, SECRET)
     assert "hunter2" not in repr(notifier) and "abc123" not in repr(notifier)
-    assert notifier.url == "https://user:***@hooks.example.com/in?***"
+    assert notifier.url == "https://hooks.example.com/…"
     with pytest.raises(InvalidArgumentError) as failed:
         WebhookNotifier("ftp://user:hunter2@x/", SECRET)
     assert "hunter2" not in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        # Slack, Discord and Teams put the webhook's secret in its path.
+        (
+            "https://hooks.slack.com/services/T0001/B0002/XXXXslacksecretXXXX",
+            "https://hooks.slack.com/…",
+        ),
+        (
+            "https://discord.com/api/webhooks/123456/discordSECRETtoken",
+            "https://discord.com/…",
+        ),
+        (
+            "https://acme.webhook.office.com/webhookb2/g@t/IncomingWebhook/teamsSECRET/x",
+            "https://acme.webhook.office.com/…",
+        ),
+        ("http://[::1]:8080/hook/pathSECRET", "http://[::1]:8080/…"),
+        ("https://ops.example.com", "https://ops.example.com"),
+    ],
+)
+async def test_a_secret_in_the_url_path_is_never_shown(
+    url: str, named: str, refused_url: str
+) -> None:
+    # The receiver is refused at the port of `refused_url`: the message of a
+    # failed attempt (what reaches Temporal's history and logs) names the host.
+    port = refused_url.split(":")[2].split("/")[0]
+    host_url = url.replace("https://", "http://", 1)
+    notifier = WebhookNotifier(url, SECRET)
+    assert notifier.url == named
+    assert "SECRET" not in repr(notifier) and "secret" not in repr(notifier)
+    local = WebhookNotifier(
+        f"http://127.0.0.1:{port}/" + host_url.split("/", 3)[-1], SECRET, timeout=5
+    )
+    with pytest.raises(WebhookError) as failed:
+        await local(notification())
+    message = str(failed.value)
+    assert f"http://127.0.0.1:{port}" in message
+    assert "SECRET" not in message and "secret" not in message, message
+    assert "SECRET" not in failed.value.url
+
+
+def test_a_notification_id_header_that_differs_from_the_signed_body_is_refused() -> (
+    None
+):
+    """The ID header is not signed: one changed on the way must not verify."""
+    import hashlib
+    import hmac
+    import time
+
+    note = notification()
+    body = json.dumps(note.to_json(), separators=(",", ":"), sort_keys=True).encode()
+    timestamp = str(int(time.time()))
+    digest = hmac.new(SECRET.encode(), f"{timestamp}.".encode() + body, hashlib.sha256)
+    signed = {
+        TIMESTAMP_HEADER: timestamp,
+        SIGNATURE_HEADER: f"sha256={digest.hexdigest()}",
+    }
+    verify = WebhookNotifier.verify_signature
+    assert verify(SECRET, body, {**signed, ID_HEADER: note.notification_id})
+    assert verify(SECRET, body, signed)  # no header: the body's field is the ID
+    assert not verify(SECRET, body, {**signed, ID_HEADER: "intr_other/created"})
+    assert not verify(SECRET, body, {**signed, ID_HEADER.lower(): "forged"})
+    assert not verify(SECRET, b"[1]", {**signed, ID_HEADER: note.notification_id})
 
 
 def test_notification_id_is_stable_and_distinct() -> None:

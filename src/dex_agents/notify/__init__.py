@@ -4,7 +4,9 @@
 `InterruptNotification` as JSON, signed with HMAC-SHA256 over the timestamp
 and the body (`X-Dex-Signature: sha256=<hex>`, `X-Dex-Timestamp`), and raises
 a `DexAgentsError` unless the receiver answers 2xx, so the engine retries it.
-A retry repeats `X-Dex-Notification-Id`: the receiver deduplicates by it.
+A retry repeats the body's `notification_id` (and `X-Dex-Notification-Id`):
+the receiver deduplicates by the body's field, which the signature covers
+(`verify_signature` refuses a header that differs from it).
 
 A receiver checks the signature over the raw body before it trusts anything
 (here a Starlette or FastAPI route; any framework's header mapping works):

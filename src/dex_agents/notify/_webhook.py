@@ -10,8 +10,9 @@ difference by default).
 The notifier makes one POST per call and raises `WebhookError` when it did not
 get a 2xx answer. It retries nothing itself: the session engine calls it in a
 Temporal activity, and Temporal retries the attempt with backoff; every
-attempt carries the same body and `X-Dex-Notification-Id`, so a receiver that
-already acted on an attempt whose answer was lost can recognise the retry.
+attempt carries the same body (its signed `notification_id`) and
+`X-Dex-Notification-Id`, so a receiver that already acted on an attempt whose
+answer was lost can recognise the retry by the body's `notification_id`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import time
 from collections.abc import Mapping
 from email.message import Message
 from typing import cast
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 try:
     import httpx
@@ -45,7 +46,9 @@ TIMESTAMP_HEADER = "X-Dex-Timestamp"
 """When the request was signed, in whole Unix seconds; it is part of the signed text."""
 
 ID_HEADER = "X-Dex-Notification-Id"
-"""The notification's `notification_id`, the same on every retry: deduplicate by it."""
+"""The notification's `notification_id`, the same on every retry. It is not signed
+itself: `verify_signature` refuses a request whose header differs from the signed
+body's `notification_id`, and a receiver deduplicates by the body's field."""
 
 _SCHEME = "sha256="
 _RESERVED = frozenset(
@@ -63,8 +66,9 @@ class WebhookError(DexAgentsError):
     Raised from inside the engine's notification activity, which makes it a
     failed attempt that Temporal retries with backoff. `status_code` is the
     receiver's HTTP status, or None when the request got no answer (refused,
-    timed out, broken connection). The message names the URL with any
-    password or query replaced by `***`, and never the secret.
+    timed out, broken connection). The message names the URL only as
+    `scheme://host[:port]/…` (a path, a query or user info may hold a
+    credential), and never the secret.
     """
 
     def __init__(
@@ -128,7 +132,7 @@ class WebhookNotifier:
 
     @property
     def url(self) -> str:
-        """The receiver's URL, with any password or query replaced by `***`."""
+        """The receiver's URL as `scheme://host[:port]/…`: its path, query and user info may hold its secret."""
         return _redacted(self._url)
 
     @property
@@ -213,7 +217,10 @@ class WebhookNotifier:
             now: The current Unix time; None reads the clock.
 
         Returns:
-            True when the signature is right and the timestamp is within tolerance.
+            True when the signature is right, the timestamp is within tolerance,
+            and an `X-Dex-Notification-Id` header, when sent, equals the signed
+            body's `notification_id` (the header is not signed: deduplicate by
+            the body's field).
         """
         try:
             return _verify(secret, body, headers, tolerance, now)
@@ -268,7 +275,34 @@ def _verify(
         return False
     data = bytes(cast("bytes | bytearray | memoryview[int]", body))
     expected = _sign(key, timestamp, data).removeprefix(_SCHEME)
-    return hmac.compare_digest(expected.encode(), given.lower().encode())
+    if not hmac.compare_digest(expected.encode(), given.lower().encode()):
+        return False
+    return _id_matches(pairs, data)
+
+
+def _id_matches(headers: list[tuple[object, object]], body: bytes) -> bool:
+    """Whether an `X-Dex-Notification-Id` header, if sent, is the signed body's `notification_id`.
+
+    The header is not signed, so one changed on the way must not pass for the
+    notification's: a receiver that deduplicated by it could drop a real one.
+    """
+    wanted = ID_HEADER.lower()
+    if not any(
+        isinstance(k, str | bytes)
+        and (k.decode("latin-1") if isinstance(k, bytes) else k).lower() == wanted
+        for k, _ in headers
+    ):
+        return True
+    sent = _header(headers, ID_HEADER)
+    if sent is None:
+        return False  # repeated with different values, or not text
+    payload: object = json.loads(body)
+    if not isinstance(payload, dict):
+        return False
+    signed = cast(dict[str, object], payload).get("notification_id")
+    return isinstance(signed, str) and hmac.compare_digest(
+        signed.encode(), sent.strip().encode("utf-8", "surrogatepass")
+    )
 
 
 def _sign(key: bytes, timestamp: str, body: bytes) -> str:
@@ -391,14 +425,24 @@ def _check_headers(headers: object) -> dict[str, str]:
 
 
 def _redacted(url: str) -> str:
-    """`url` fit for messages: a password or a query (often a token) replaced by `***`."""
+    """`url` fit for messages and logs: `scheme://host[:port]`, then `/…` for anything after.
+
+    Slack, Discord and Teams put a webhook's secret in its path, others in the
+    query or the user info; a message reaches the Temporal history and logs,
+    so it keeps only what names the receiver.
+    """
     try:
         parts = urlsplit(url)
-        if parts.password is not None:
-            host = parts.netloc.rsplit("@", 1)[1]
-            parts = parts._replace(netloc=f"{parts.username or ''}:***@{host}")
-        if parts.query:
-            parts = parts._replace(query="***")
-        return urlunsplit(parts._replace(fragment=""))
+        host, port = parts.hostname, parts.port
     except ValueError:
         return "<unparsable URL>"
+    if not host:
+        # Not a URL the notifier takes: its first part, for the message that says so.
+        head, cut, _ = url.partition("/")
+        head = head.rsplit("@", 1)[-1].split("?", 1)[0]
+        return f"{head}/…" if cut or "?" in url else head
+    shown = f"[{host}]" if ":" in host else host
+    if port is not None:
+        shown = f"{shown}:{port}"
+    rest = "/…" if parts.path.strip("/") or parts.query or parts.fragment else ""
+    return f"{parts.scheme}://{shown}{rest}"
