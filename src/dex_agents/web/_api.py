@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Header, Path, Query, Response
 from fastapi.routing import APIRoute
 from fastapi.types import DecoratedCallable
 from sse_starlette import EventSourceResponse, ServerSentEvent
+from starlette.background import BackgroundTask
 from starlette.routing import Match
 from starlette.types import Scope
 
@@ -17,7 +18,7 @@ from ..session._state import SessionStatus
 from ._agui import agui_event
 from ._auth import Auth, Caller
 from ._errors import ApiError, translated
-from ._feed import Feeds
+from ._feed import Feeds, StreamSlot, StreamSlots
 from ._models import (
     ApprovalPage,
     ApproveCall,
@@ -136,8 +137,10 @@ class _Answering:
     principal: Principal
 
 
-def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
-    """The `/api` routes of one app."""
+def api_router(
+    service: Service, auth: Auth, feeds: Feeds, slots: StreamSlots
+) -> APIRouter:
+    """The `/api` routes of one app (`slots` caps its open event streams)."""
     router = APIRouter(prefix="/api", responses=_ERRORS, route_class=SessionRoute)
     read = Depends(auth.require("read"))
     chat = Depends(auth.require("chat"))
@@ -289,20 +292,23 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
 
     async def stream(
         session_id: SessionPath,
+        caller: Annotated[Caller, read],
         after: Annotated[int, Query(ge=0, le=MAX_CURSOR)] = 0,
         until: Literal["idle"] | None = None,
         last_event_id: Annotated[str | None, Header(max_length=40)] = None,
-    ) -> AsyncIterator[StreamItem]:
+    ) -> _Following:
         """The items an events endpoint streams (the query of both of them)."""
         cursor = _resume_cursor(after, last_event_id)
         with translated(session_id):
             await service.require_session(session_id)  # 404 for no such session
-        return session_stream(
+        slot = slots.take(caller.principal.name)  # 429 past a cap
+        items = session_stream(
             feeds,
             session_id,
             after=cursor,
             until_idle=until == "idle",
         )
+        return _Following(items, slot)
 
     streamed = Depends(stream)
 
@@ -317,7 +323,7 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
 
     @events_route("/sessions/{session_id}/events")
     async def session_events(
-        items: Annotated[AsyncIterator[StreamItem], streamed],
+        following: Annotated[_Following, streamed],
     ) -> EventSourceResponse:
         """The session's events as SSE, after cursor `after` (or `Last-Event-ID`).
 
@@ -328,20 +334,20 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
         """
 
         async def frames() -> AsyncIterator[ServerSentEvent]:
-            async for item in items:
+            async for item in following.items():
                 cursor = str(item.event.cursor) if isinstance(item, Delivered) else None
                 yield ServerSentEvent(data=json.dumps(item.json()), id=cursor)
 
-        return EventSourceResponse(frames(), ping=PING_SECONDS, headers=_NO_BUFFER)
+        return following.response(frames())
 
     @events_route("/sessions/{session_id}/events/ag-ui")
     async def session_events_agui(
-        session_id: SessionPath, items: Annotated[AsyncIterator[StreamItem], streamed]
+        session_id: SessionPath, following: Annotated[_Following, streamed]
     ) -> EventSourceResponse:
         """The same events in the AG-UI format (thread = session, run = turn)."""
 
         async def frames() -> AsyncIterator[ServerSentEvent]:
-            async for item in items:
+            async for item in following.items():
                 event = agui_event(session_id, item)
                 if event is None:
                     continue
@@ -350,9 +356,34 @@ def api_router(service: Service, auth: Auth, feeds: Feeds) -> APIRouter:
                     data=event.model_dump_json(by_alias=True), id=cursor
                 )
 
-        return EventSourceResponse(frames(), ping=PING_SECONDS, headers=_NO_BUFFER)
+        return following.response(frames())
 
     return router
+
+
+class _Following:
+    """One event stream's items and its slot among the app's open streams."""
+
+    def __init__(self, items: AsyncIterator[StreamItem], slot: StreamSlot) -> None:
+        self._items = items
+        self._slot = slot
+
+    async def items(self) -> AsyncIterator[StreamItem]:
+        """The items; the slot is free again when the stream ends, however it ends."""
+        try:
+            async for item in self._items:
+                yield item
+        finally:
+            self._slot.release()
+
+    def response(self, frames: AsyncIterator[ServerSentEvent]) -> EventSourceResponse:
+        """The SSE response of `frames`; it frees the slot even if `frames` never started."""
+        return EventSourceResponse(
+            frames,
+            ping=PING_SECONDS,
+            headers=_NO_BUFFER,
+            background=BackgroundTask(self._slot.release),
+        )
 
 
 _NO_BUFFER = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}

@@ -27,7 +27,7 @@ from ._errors import (
     BodyLimit,
     install_error_handlers,
 )
-from ._feed import Feeds
+from ._feed import Feeds, StreamSlots
 from ._pages import install_page_handlers, page_router, templates
 from ._service import ClientSource, Service, WebOptions
 from ._tokens import TokenSet, load_tokens
@@ -47,6 +47,8 @@ def create_app(
     wait_timeout: float = 300.0,
     poll_interval: float = 0.02,
     pages: bool = True,
+    max_streams: int = 1000,
+    max_streams_per_caller: int = 250,
 ) -> FastAPI:
     """The web app of the sessions that `client` and `store` reach.
 
@@ -76,6 +78,10 @@ def create_app(
         poll_interval: Seconds between two reads of the event log by a followed
             session's poller.
         pages: Serve the inbox pages (`/inbox`, `/sessions`, `/login`).
+        max_streams: Event streams the app keeps open at once; past it a new
+            one is 429 `too_many_streams`.
+        max_streams_per_caller: Event streams one token (or the anonymous
+            loopback caller) keeps open at once; past it, 429 too.
 
     Mount it in your own app with `app.mount("/agents", create_app(...))`.
 
@@ -83,12 +89,16 @@ def create_app(
         UserError: no store, a tokens file that cannot be read or parsed, or
             no token and no anonymous loopback.
         InvalidArgumentError: a timeout or the poll interval is not a positive
-            number of seconds, a CORS origin is not an origin, or `*` is
+            number of seconds, a stream cap is not a positive whole number, a CORS origin is not an origin, or `*` is
             among them with `allow_anonymous_loopback`.
     """
     origins = _cors_origins(cors_origins)
     if "*" in origins and allow_anonymous_loopback:
         raise InvalidArgumentError("cors_origins", ANY_ORIGIN_WITH_ANONYMOUS)
+    slots = StreamSlots(
+        per_caller=_count("max_streams_per_caller", max_streams_per_caller),
+        total=_count("max_streams", max_streams),
+    )
     settings = WebOptions(
         worker_timeout=_seconds("worker_timeout", worker_timeout),
         wait_timeout=_seconds("wait_timeout", wait_timeout),
@@ -136,7 +146,7 @@ def create_app(
     app.add_middleware(
         BodyLimit, limits={"/login": LOGIN_BODY_BYTES}, default=MAX_BODY_BYTES
     )
-    app.include_router(api_router(service, auth, feeds))
+    app.include_router(api_router(service, auth, feeds, slots))
     if pages:
         env = templates()
         install_page_handlers(app, env)
@@ -276,3 +286,12 @@ def _seconds(name: str, value: object) -> float:
             name, f"`{name}=` must be a positive number of seconds, not {value!r}"
         )
     return float(value)
+
+
+def _count(name: str, value: object) -> int:
+    """`value` if it is a positive whole number; else the error that says so."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgumentError(
+            name, f"`{name}=` must be a positive whole number, not {value!r}"
+        )
+    return value

@@ -54,6 +54,7 @@ ErrorCode = Literal[
     "already_resolved",
     "session_ended",
     "session_busy",
+    "too_many_streams",
     "not_implemented",
     "no_worker",
     "engine_unavailable",

@@ -20,6 +20,7 @@ from itertools import takewhile
 from ..session._events import EventRecord
 from ..stores import RuntimeStore
 from ..stores._cursors import newest_cursor
+from ._errors import ApiError
 
 WINDOW = 2000
 """Events each feed keeps in memory for followers that are a little behind."""
@@ -144,3 +145,61 @@ class Feeds:
         feeds, self._feeds = list(self._feeds.values()), {}
         for feed in feeds:
             await feed.close()
+
+
+class StreamSlots:
+    """How many event streams are open, per caller and in all; past a cap a new one is 429.
+
+    Each stream holds a connection (and a file descriptor) for as long as the
+    client keeps it: without a cap one token, or anyone on an anonymous
+    loopback, could open streams until the server has no descriptors left.
+    """
+
+    def __init__(self, *, per_caller: int, total: int) -> None:
+        self.per_caller = per_caller
+        self.total = total
+        self.open: dict[str, int] = {}
+
+    def take(self, caller: str) -> StreamSlot:
+        """A slot for one stream of `caller` (a principal's name), to release when it ends.
+
+        Raises:
+            ApiError: 429 `too_many_streams`, naming the cap that was reached.
+        """
+        mine = self.open.get(caller, 0)
+        if mine >= self.per_caller:
+            raise ApiError(
+                429,
+                "too_many_streams",
+                f"{caller!r} has {mine} event streams open, the most one caller may "
+                f"(max_streams_per_caller={self.per_caller}); close one (a browser "
+                "tab, an EventSource) before opening another",
+            )
+        everyone = sum(self.open.values())
+        if everyone >= self.total:
+            raise ApiError(
+                429,
+                "too_many_streams",
+                f"the app has {everyone} event streams open, the most it serves "
+                f"(max_streams={self.total}); try again when one has closed",
+            )
+        self.open[caller] = mine + 1
+        return StreamSlot(self, caller)
+
+
+class StreamSlot:
+    """One open stream's place in `StreamSlots`; `release` is safe to call twice."""
+
+    def __init__(self, slots: StreamSlots, caller: str) -> None:
+        self._slots: StreamSlots | None = slots
+        self._caller = caller
+
+    def release(self) -> None:
+        slots, self._slots = self._slots, None
+        if slots is None:
+            return
+        left = slots.open.get(self._caller, 0) - 1
+        if left > 0:
+            slots.open[self._caller] = left
+        else:
+            slots.open.pop(self._caller, None)
