@@ -80,7 +80,8 @@ then:
     multiple=True,
     metavar="ORIGIN",
     help="An origin (`https://app.example.com`: no path, no trailing slash) whose "
-    "pages may call the API; repeat for several. Default: none (CORS off).",
+    "pages may call the API; repeat for several, or `*` for any (refused with "
+    "--allow-anonymous-loopback). Default: none (CORS off).",
 )
 @click.option(
     "--root-path",
