@@ -204,3 +204,28 @@ def test_a_refused_value_is_cut_before_it_is_quoted(
         tracemalloc.stop()
     assert shown.endswith("…") and len(shown) <= 61, shown
     assert peak < 64 * 1024, peak
+
+
+async def test_no_form_of_the_app_takes_a_file(client: Client, tmp_path: Path) -> None:
+    """A multipart file part is refused before anything reads it, on pages and the API."""
+    async with (
+        served(client, tmp_path) as url,
+        httpx.AsyncClient(base_url=url, timeout=30) as http,
+    ):
+        csrf = csrf_of(await http.get("/login"))
+        signed = await http.post(
+            "/login",
+            data={"token": ROLE_TOKENS["admin"], "next": "", "csrf_token": csrf},
+        )
+        assert signed.status_code == 303, signed.text
+        upload = {"upload": ("a.bin", b"x" * 1000)}
+        for path in (
+            "/logout",  # a page form the app checks itself
+            "/sessions/nobody/approvals/intr-x/reject",  # a page form FastAPI parses
+            "/api/sessions/nobody/end",  # the cookie's CSRF check reads the form
+        ):
+            posted = await http.post(
+                path, data={"csrf_token": csrf}, files=upload, follow_redirects=False
+            )
+            assert posted.status_code == 400, (path, posted.text[:300])
+            assert "files" in posted.text, (path, posted.text[:300])

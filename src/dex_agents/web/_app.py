@@ -20,7 +20,7 @@ from .._errors import InvalidArgumentError, UserError
 from ..stores import RuntimeStore
 from ..temporal._flow import AgentSessionFlow
 from ._api import api_router
-from ._auth import CSRF_HEADER, Auth
+from ._auth import CSRF_HEADER, FORM_FIELDS, Auth
 from ._errors import (
     LOGIN_BODY_BYTES,
     MAX_BODY_BYTES,
@@ -139,6 +139,8 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         lifespan=lifespan,
+        # No route takes a file: a multipart file part is refused, not spooled.
+        form_limits={"max_files": 0, "max_fields": FORM_FIELDS},
     )
     install_error_handlers(app)
     # Bodies are read before the token is checked: bound them for everyone.

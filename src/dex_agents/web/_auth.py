@@ -36,6 +36,8 @@ TOKEN_COOKIE = "dex_token"
 CSRF_COOKIE = "dex_csrf"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf_token"
+FORM_FIELDS = 20
+"""The most fields a form posted to the app may have (its own have a handful)."""
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _PROXY_HEADERS = ("x-forwarded-for", "forwarded", "x-real-ip")
 ANONYMOUS = Principal(
@@ -192,7 +194,10 @@ class Auth:
         expected = request.cookies.get(CSRF_COOKIE, "")
         sent = request.headers.get(CSRF_HEADER)
         if sent is None and _is_form(request):
-            value = (await request.form()).get(CSRF_FIELD)
+            # No form of the app has a file or many fields: a multipart file
+            # part would be spooled to disk before anything is checked.
+            form = await request.form(max_files=0, max_fields=FORM_FIELDS)
+            value = form.get(CSRF_FIELD)
             sent = value if isinstance(value, str) else None
         # As bytes: `compare_digest` raises TypeError on a non-ASCII `str`.
         if (
