@@ -414,7 +414,7 @@ def too_large(limit: int) -> JSONResponse:
         413,
         "too_large",
         f"{what} is at most {_bytes(limit)}, and this one is larger, so it was "
-        f"not read{hint}",
+        f"refused{hint}",
     )
 
 
