@@ -16,9 +16,10 @@ import pytest
 from click.testing import Result
 from temporalio.client import Client
 
-from dex_agents import NoWorkerError
 from dex_agents.temporal import EmbeddedEngine, create_worker
+from dex_agents.temporal._models import ResolveInterruptInput
 from dex_agents.temporal._snapshot import AgentSnapshot
+from dex_agents.temporal._workflow import RECORD_RESOLUTION
 from support.cli_harness import invoke
 from support.session_harness import (
     approval_without_worker,
@@ -219,18 +220,19 @@ async def test_a_recorded_spend_limit_shows_with_its_new_limit(
 async def test_a_recorded_answer_the_worker_refused_is_offered_again(
     engine: EmbeddedEngine, client: Client, tmp_path: Path, flow_type: str
 ) -> None:
-    # An approval of a spend limit with no new limit, recorded by a library
-    # call (the CLI refuses it first): the worker that takes it changes
-    # nothing, so the approval is no longer shown answered.
+    # An approval of a spend limit with no new limit, recorded as a bare
+    # Signal (the CLI and `SessionClient` refuse it first, when the store has
+    # the session's projection): the worker that takes it changes nothing, so
+    # the approval is no longer shown answered.
     paused = await budget_paused_without_worker(
         client, tmp_path, flow_type, "limit-refused"
     )
     flow, store, sessions = paused.flow, paused.store, paused.sessions
     sid, iid = paused.sid, paused.interrupt_id
     target = ["--state-dir", str(engine.state_dir), "--store", str(store.path)]
-    with pytest.raises(NoWorkerError) as recorded:
-        await sessions.resolve_interrupt(sid, iid, approved=True, timeout=1)
-    assert recorded.value.recorded
+    await client.get_workflow_handle(sid).signal(
+        RECORD_RESOLUTION, ResolveInterruptInput(interrupt_id=iid, approved=True)
+    )
     assert _row(await invoke("approvals", *target), sid).endswith("approved (recorded)")
 
     async with create_worker(client, [flow], store=store):

@@ -52,7 +52,8 @@ from ..session._events import EventRecord
 from ..session._json import JsonObject
 from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT, MAX_USER_MESSAGE_BYTES
-from ..session._state import clip
+from ..session._state import SessionState, clip
+from ..session._turns import check_budget_answer
 from ..stores import RuntimeStore
 from ..stores._rules import not_in_this_store
 from ._activities import read_arguments
@@ -499,6 +500,75 @@ async def recorded_resolution(
     and one of the other way is refused (it would not apply).
     """
     return (await recorded_resolutions(client, session_id)).get(interrupt_id)
+
+
+async def _answered_already(
+    store: RuntimeStore | None, session_id: str, resolution: ResolveInterruptInput
+) -> bool:
+    """Whether the session answered this interrupt already, from the store; raise if it would refuse it.
+
+    With no worker, a resolution is recorded as a Signal, which the session
+    cannot refuse: one it would refuse (an ID it never had, a budget approval
+    without a limit above what was spent) was reported recorded and then only
+    logged when a worker started. The store's projection is what the session
+    last published, so its pending interrupts are checked here first, with the
+    rule the session's validator applies (`check_budget_answer`). An interrupt
+    not pending that the event log shows created was answered already: True,
+    as the Update would answer False. Without a store or a projection, False:
+    nothing can be told, and the resolution is recorded as before.
+
+    Raises:
+        UnknownInterruptError: the session never created `interrupt_id`.
+        InvalidArgumentError: the answer does not fit the interrupt's kind
+            (`argument` is `new_spend_limit`).
+        SessionEndedError: the session ended.
+    """
+    if store is None:
+        return False
+    data = await store.get_snapshot(session_id)
+    if data is None:
+        return False
+    snapshot = _snapshot_json.validate_python(data)
+    if snapshot.status == "ended":
+        raise SessionEndedError(session_id)
+    interrupt_id = resolution.interrupt_id
+    interrupt = next(
+        (i for i in snapshot.pending_interrupts if i.interrupt_id == interrupt_id),
+        None,
+    )
+    if interrupt is None:
+        if await _created(store, session_id, interrupt_id):
+            return True
+        raise UnknownInterruptError(session_id, interrupt_id)
+    state = SessionState(
+        session_id=session_id,
+        interrupts={interrupt_id: interrupt},
+        usage=snapshot.usage,
+    )
+    refusal = check_budget_answer(
+        state,
+        interrupt_id,
+        approved=resolution.approved,
+        new_spend_limit=resolution.new_spend_limit,
+        edited=resolution.edited,
+    )
+    if refusal is not None:
+        raise InvalidArgumentError("new_spend_limit", refusal.message)
+    return False
+
+
+async def _created(store: RuntimeStore, session_id: str, interrupt_id: str) -> bool:
+    """Whether the session's event log has `interrupt_id`'s `interrupt_created` event."""
+    after = 0
+    while batch := await store.read_events(session_id, after=after):
+        for event in batch:
+            after = event.cursor
+            if (
+                event.type == "interrupt_created"
+                and event.data.get("interrupt_id") == interrupt_id
+            ):
+                return True
+    return False
 
 
 def _superseding(
@@ -1066,8 +1136,12 @@ class SessionClient:
         `record_resolution` Signal, kept with no worker running) and
         `NoWorkerError(recorded=True)` says so: it applies once a worker runs the
         session, exactly once, however many times it was sent; the first recorded
-        answer of an interrupt is the one that applies. Without
-        `timeout`, the call waits for a worker as long as it takes.
+        answer of an interrupt is the one that applies. Before recording it,
+        the store's projection (what the session last published) is checked:
+        an answer the session would refuse is refused here, and one to an
+        interrupt answered already returns False, so nothing is recorded that
+        would not apply. Without `timeout`, the call waits for a worker as
+        long as it takes.
 
         `edited_input` (with `approved=True`) approves the call with this input
         instead of the model's: the worker checks it against the tool's schema and
@@ -1085,11 +1159,13 @@ class SessionClient:
         Raises:
             InvalidArgumentError: an argument has the wrong type or value, such as
                 an `approved` that is not a bool, or `timeout=0` with an edit
-                (nothing is sent or recorded).
+                (nothing is sent or recorded); `new_spend_limit` when the answer
+                does not fit the interrupt's kind (with no worker too).
             InvalidEditError: the tool refuses `edited_input` (`field` names where);
                 the call stays pending.
             UnknownSessionError: no session has this ID.
-            UnknownInterruptError: the session never created `interrupt_id`.
+            UnknownInterruptError: the session never created `interrupt_id`
+                (with no worker: the store's projection does not have it).
             NoWorkerError: no worker took it within `timeout`. `recorded` is True
                 when it (or the same answer, earlier) is in the session's history;
                 False when an earlier recorded answer applies instead (one of the
@@ -1137,6 +1213,8 @@ class SessionClient:
                 "worker to check it, so it is never recorded without one)",
                 deadline,
             )
+        if await _answered_already(self._store(), session_id, resolution):
+            return False
         earlier = await recorded_resolution(self.client, session_id, interrupt_id)
         if earlier is None:
             await _handle(self.client, session_id).signal(RECORD_RESOLUTION, resolution)
