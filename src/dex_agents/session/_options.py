@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -102,14 +104,27 @@ class AgentSessionOptions:
                 example=10_000,
                 fix="or None to continue as new only when Temporal suggests it",
             )
-        if self.on_interrupt is not None and not callable(self.on_interrupt):
+        if self.on_interrupt is not None and (
+            not callable(self.on_interrupt) or is_sync_function(self.on_interrupt)
+        ):
+            # A plain `def` ran, then failed at `await None`: each attempt
+            # (`notification_attempts`) sent its notification again.
             raise must_be(
                 "on_interrupt",
                 "an async callable that takes an InterruptNotification",
                 self.on_interrupt,
-                "use on_interrupt=WebhookNotifier(url) (dex_agents.notify), or None",
+                "define it with `async def`, or use "
+                "on_interrupt=WebhookNotifier(url) (dex_agents.notify), or None",
             )
         _duration("interrupt_reminder", self.interrupt_reminder, "send no reminders")
+        if self.interrupt_reminder is not None and self.on_interrupt is None:
+            raise InvalidArgumentError(
+                "interrupt_reminder",
+                f"`interrupt_reminder={self.interrupt_reminder!r}` reminds through "
+                "`on_interrupt`, which is None, so nobody would hear of it; set "
+                "on_interrupt=WebhookNotifier(url) (dex_agents.notify) too, or "
+                "interrupt_reminder=None",
+            )
         _count(
             "notification_attempts", self.notification_attempts, minimum=1, example=5
         )
@@ -183,6 +198,29 @@ _EXAMPLE_DURATION = {
     "hot_resume_window": "timedelta(minutes=2)",
 }
 """A fitting value of each duration option, for the fix an error message names."""
+
+
+def is_sync_function(handler: object) -> bool:
+    """Whether `handler` is plainly a `def` (or an object whose `__call__` is one).
+
+    Awaiting what such a callable returns fails on every call, long after it
+    was passed, so it is refused where it is passed. A sync wrapper made with
+    `functools.wraps` around an `async def` returns its coroutine and passes;
+    a callable this cannot see into (a builtin) passes too.
+    """
+    target = handler
+    while isinstance(target, functools.partial):
+        target = cast("functools.partial[object]", target).func
+    if not (inspect.isfunction(target) or inspect.ismethod(target)):
+        call = inspect.getattr_static(type(target), "__call__", None)
+        if not inspect.isfunction(call):
+            return False
+        target = call
+    # `unwrap` follows `functools.wraps` to the function a decorator wrapped.
+    return not (
+        inspect.iscoroutinefunction(target)
+        or inspect.iscoroutinefunction(inspect.unwrap(target))
+    )
 
 
 def _positive_number(value: object) -> bool:
