@@ -35,6 +35,7 @@ PUBLIC: dict[str, list[str]] = {
         "SessionEndedError",
         "SessionError",
         "SessionPlugin",
+        "StoreUnavailableError",
         "ToolExecutionError",
         "ToolPolicy",
         "UnknownInterruptError",

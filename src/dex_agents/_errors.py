@@ -20,6 +20,8 @@ DexAgentsError
 ├── EngineError          the Temporal engine (dev server or cluster) is unusable
 │   └── NoWorkerError    no worker took a request within its timeout (`recorded` says
 │                        whether it still applies when one starts)
+├── StoreUnavailableError  the runtime store failed to serve a call (locked, timed
+│                        out, its server down); try again once it is reachable
 ├── IdleTimeoutError     `wait_for_idle` timed out while a worker ran the turn
 └── ToolExecutionError   raised by a tool to record a failed result the model reads
 ```
@@ -314,6 +316,29 @@ def _no_worker_error(
     return NoWorkerError(
         session_id, request, timeout=timeout, recorded=recorded, superseded=superseded
     )
+
+
+class StoreUnavailableError(DexAgentsError):
+    """The runtime store could not serve a call: locked, timed out, or its server down.
+
+    An operational failure of a store that opened (a SQLite file another
+    process kept locked past `busy_timeout`, a PostgreSQL pool that timed out
+    or a server that went away), not a bug: the same call can succeed once the
+    store is reachable again. `store` names it (a SQLite file's path, a
+    PostgreSQL host, port and database, never a password); `reason` is what the
+    database said.
+    """
+
+    _pickled = ("store", "reason")
+
+    def __init__(self, store: str, reason: str) -> None:
+        super().__init__(
+            f"the runtime store {store} is unavailable: {reason}; check that it is "
+            "running and reachable (a SQLite file: that no other process keeps it "
+            "locked), then try again"
+        )
+        self.store = store
+        self.reason = reason
 
 
 class IdleTimeoutError(DexAgentsError, TimeoutError):

@@ -23,11 +23,12 @@ usable behind connection poolers that do not pass `LISTEN`.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any, LiteralString, Self, cast
 
-from .._errors import UserError
+from .._errors import StoreUnavailableError, UserError
 from ..session._events import EventRecord
 from ..session._json import JsonObject
 from ._base import SQLStoreBase
@@ -287,6 +288,26 @@ class PostgresRuntimeStore(SQLStoreBase):
                 self._opened = True
         return self._pool
 
+    @contextlib.asynccontextmanager
+    async def _connection(self) -> AsyncGenerator[psycopg.AsyncConnection[Any]]:
+        """A pooled connection; a failure to reach the database is `StoreUnavailableError`.
+
+        `psycopg.OperationalError` is the server gone or restarting, a dropped
+        connection, a pool that timed out (`PoolTimeout`), a cancelled or
+        locked statement: the store opened, and the same call can succeed
+        later, so it is not reported as a bug. Programming errors (SQL, types)
+        pass unchanged.
+        """
+        pool = await self._ensure_open()
+        try:
+            async with pool.connection() as conn:
+                yield conn
+        except psycopg.OperationalError as err:
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            raise StoreUnavailableError(
+                self.description, reason or type(err).__name__
+            ) from err
+
     async def _missing(self, conn: psycopg.AsyncConnection[Any]) -> bool:
         row = await _one(
             conn,
@@ -318,14 +339,12 @@ class PostgresRuntimeStore(SQLStoreBase):
     async def _rows(
         self, sql: str, params: Sequence[Any] | Mapping[str, Any]
     ) -> list[tuple[Any, ...]]:
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(_sql(sql), params)
             return await cur.fetchall()
 
     async def _write(self, sql: str, params: Sequence[Any]) -> None:
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             await conn.execute(_sql(sql), params)
 
     # -- segments ----------------------------------------------------------
@@ -333,8 +352,7 @@ class PostgresRuntimeStore(SQLStoreBase):
     async def _add_segment(
         self, session_id: str, segment_id: str, parent_id: str | None, body: str
     ) -> tuple[str | None, str] | None:
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             if await _insert_new(
                 conn,
                 f"INSERT INTO {self._p}segments"
@@ -364,8 +382,7 @@ class PostgresRuntimeStore(SQLStoreBase):
         """Write one immutable blob; see `RuntimeStore.put_blob`."""
         # Hashed on a thread: megabytes would stall the event loop.
         digest = await asyncio.to_thread(blob_digest, data)
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             # The digest first, so a retry does not send the bytes again.
             stored = await self._blob_digest(conn, session_id, blob_id)
             if stored is None:
@@ -392,8 +409,7 @@ class PostgresRuntimeStore(SQLStoreBase):
         return None if row is None else row[0]
 
     async def _blob_data(self, session_id: str, blob_id: str) -> bytes | None:
-        pool = await self._ensure_open()
-        async with pool.connection() as conn:
+        async with self._connection() as conn:
             # Binary results: as text, BYTEA would travel hex-encoded, twice its size.
             row = await _one(
                 conn,
@@ -412,8 +428,7 @@ class PostgresRuntimeStore(SQLStoreBase):
         counts: dict[str, int] = {}
         for e in events:
             counts[e.session_id] = counts.get(e.session_id, 0) + 1
-        pool = await self._ensure_open()
-        async with pool.connection() as conn, conn.transaction():
+        async with self._connection() as conn, conn.transaction():
             # Sessions in a fixed order, so two appends never wait on each other's rows.
             next_cursor: dict[str, int] = {}
             for session_id in sorted(counts):

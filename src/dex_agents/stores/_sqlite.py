@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from .._errors import UserError
+from .._errors import StoreUnavailableError, UserError
 from ..session._events import EventRecord
 from ..session._json import JsonObject
 from ._base import SQLStoreBase
@@ -97,6 +97,15 @@ WITH RECURSIVE chain(segment_id, parent_id, body, depth) AS (
 )
 SELECT segment_id, parent_id, body FROM chain
 """
+
+
+_UNAVAILABLE = ("database is locked", "database table is locked", "disk i/o error")
+"""How SQLite says that a file is there but cannot serve a call now."""
+
+
+def _unavailable(err: sqlite3.OperationalError) -> bool:
+    """Whether `err` is the file being locked or unreadable now, not a bug."""
+    return str(err).lower().startswith(_UNAVAILABLE)
 
 
 def _first_value(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Any:
@@ -186,9 +195,14 @@ class SQLiteRuntimeStore(SQLStoreBase):
         if self._closed:
             raise UserError(f"the runtime store on {str(self.path)!r} is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._executor, lambda: fn(self._connection())
-        )
+        try:
+            return await loop.run_in_executor(
+                self._executor, lambda: fn(self._connection())
+            )
+        except sqlite3.OperationalError as err:
+            if not _unavailable(err):
+                raise  # a bug (no such table, a syntax error) stays one
+            raise StoreUnavailableError(repr(str(self.path)), str(err)) from err
 
     async def _transact(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         """Run `fn` in a write transaction that takes the file's write lock first.
