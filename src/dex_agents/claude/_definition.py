@@ -211,6 +211,17 @@ def _check_fields(agent: ClaudeAgentDefinition) -> None:
             "`tool_source_listing_timeout` must be a positive datetime.timedelta, "
             f"got {shown(timeout)}; use timedelta(seconds=10)"
         )
+    media = cast(object, agent.media_store)
+    if media is not None and not all(
+        callable(getattr(media, method, None)) for method in ("put_image", "get_image")
+    ):
+        # A location (`"s3://bucket"`) was accepted, then failed at the first image.
+        raise InvalidOptionError(
+            "`media_store` must be a MediaStore (with `put_image` and `get_image`) "
+            f"or None, got {shown(media)}; use media_store=DirectoryMediaStore(path) "
+            "(dex_agents.stores), S3MediaStore(...) (dex_agents.s3), or leave it out "
+            "for no images"
+        )
 
 
 def _check_policy_names(agent: ClaudeAgentDefinition) -> None:

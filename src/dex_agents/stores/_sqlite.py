@@ -16,6 +16,7 @@ guarantee is made by SQLite itself rather than by in-process state:
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import sqlite3
 import threading
@@ -23,9 +24,9 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
-from .._errors import StoreUnavailableError, UserError
+from .._errors import StoreUnavailableError, UserError, must_be
 from ..session._events import EventRecord
 from ..session._json import JsonObject
 from ._base import SQLStoreBase
@@ -108,6 +109,50 @@ def _unavailable(err: sqlite3.OperationalError) -> bool:
     return str(err).lower().startswith(_UNAVAILABLE)
 
 
+def _check_path(path: object) -> None:
+    """Refuse a `path` that is a URL or not a path: it would become a local file."""
+    if isinstance(path, bytes) or not isinstance(path, str | os.PathLike):
+        raise must_be(
+            "path",
+            "a file path (str or pathlib.Path)",
+            path,
+            'use SQLiteRuntimeStore("runtime.sqlite")',
+        )
+    # Here, not at the top: `_open` builds on this module.
+    from ._open import is_database_url, redacted_store
+
+    text = os.fspath(cast("str | os.PathLike[str]", path))
+    database = is_database_url(text)
+    if database or "://" in text:
+        fix = (
+            "a PostgreSQL store is `PostgresRuntimeStore(dsn)` (dex_agents.postgres), "
+            "and `open_runtime_store(location)` (dex_agents.stores) opens the store "
+            "any location names"
+        )
+        raise must_be(
+            "path",
+            "a SQLite file path, not a URL",
+            redacted_store(text),
+            fix if database else f"pass a file path; {fix}",
+        )
+
+
+def _check_busy_timeout(value: object) -> None:
+    """Refuse a `busy_timeout` that is not a positive, finite number of seconds."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise must_be(
+            "busy_timeout",
+            "a positive, finite number of seconds",
+            value,
+            "use busy_timeout=10.0",
+        )
+
+
 def _first_value(conn: sqlite3.Connection, sql: str, params: Sequence[Any]) -> Any:
     """The first column of the first row `sql` answers, or None."""
     row = conn.execute(sql, params).fetchone()
@@ -132,7 +177,14 @@ class SQLiteRuntimeStore(SQLStoreBase):
         Args:
             path: The database file; missing parent directories are created.
             busy_timeout: Seconds a write waits for another process's lock.
+
+        Raises:
+            InvalidArgumentError: `path` is a URL (a PostgreSQL one belongs to
+                `PostgresRuntimeStore`, or `open_runtime_store`) or not a path,
+                or `busy_timeout` is not a positive finite number.
         """
+        _check_path(path)
+        _check_busy_timeout(busy_timeout)
         self.path = Path(path)
         self._busy_timeout_ms = int(busy_timeout * 1000)
         self._executor = ThreadPoolExecutor(

@@ -60,6 +60,7 @@ import dataclasses
 import errno
 import json
 import logging
+import math
 import os
 import shutil
 import signal
@@ -71,13 +72,13 @@ from collections.abc import AsyncGenerator, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import Any, Protocol, Self, cast
 
 import temporalio.service
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from dex_agents._errors import EngineError, UserError
+from dex_agents._errors import EngineError, InvalidArgumentError, UserError, must_be
 
 from ._plugin import with_session_plugin
 
@@ -264,6 +265,52 @@ class EngineConfig:
     connect_timeout: timedelta = timedelta(seconds=10)
     """Limit for the first connection, so a wrong address fails instead of hanging."""
 
+    def __post_init__(self) -> None:
+        # Checked here: a wrong type failed at `start()` with an AttributeError.
+        address = cast(object, self.address)
+        if not isinstance(address, str) or not address.strip():
+            raise must_be(
+                "address",
+                "a non-empty `host:port` string",
+                address,
+                'use EngineConfig(address="my-ns.a1b2c.tmprl.cloud:7233")',
+            )
+        namespace = cast(object, self.namespace)
+        if not isinstance(namespace, str) or not namespace.strip():
+            raise must_be(
+                "namespace", "a non-empty string", namespace, 'use namespace="default"'
+            )
+        tls = cast(object, self.tls)
+        if not isinstance(tls, bool | temporalio.service.TLSConfig):
+            raise must_be(
+                "tls",
+                "a bool or a `temporalio.service.TLSConfig`",
+                tls,
+                "use tls=True for TLS with system roots, or a TLSConfig for "
+                "client certificates",
+            )
+        key = cast(object, self.api_key)
+        if key is not None and (not isinstance(key, str) or not key):
+            # Never the key itself in the message: it is a secret.
+            raise InvalidArgumentError(
+                "api_key",
+                f"`api_key` must be a non-empty string or None, got "
+                f"{type(key).__name__}; pass the Temporal Cloud API key as a str",
+            )
+        timeout = cast(object, self.connect_timeout)
+        if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
+            fix = "use connect_timeout=timedelta(seconds=10)"
+            if (
+                isinstance(timeout, int | float)
+                and not isinstance(timeout, bool)
+                and math.isfinite(timeout)
+                and timeout > 0
+            ):
+                fix = f"use connect_timeout=timedelta(seconds={timeout!r}) if you meant seconds"
+            raise must_be(
+                "connect_timeout", "a positive datetime.timedelta", timeout, fix
+            )
+
     def __repr__(self) -> str:
         # The API key is a secret: keep it out of logs and tracebacks.
         key = "None" if self.api_key is None else "'***'"
@@ -331,6 +378,7 @@ class ExternalEngine:
     """A Temporal cluster run by someone else: this object only connects to it."""
 
     def __init__(self, config: EngineConfig) -> None:
+        _check_config(config)
         self._config = config
         self._client: Client | None = None
 
@@ -1089,12 +1137,27 @@ def open_engine(
     """
     if config is None:
         return EmbeddedEngine(state_dir=state_dir)
+    _check_config(config)
     if state_dir is not None:
         raise UserError(
             "`state_dir=` applies only to the embedded engine; pass either a "
             "config for an external cluster or a state directory, not both"
         )
     return ExternalEngine(config)
+
+
+def _check_config(config: object) -> None:
+    """Refuse an engine configuration that is not an `EngineConfig`.
+
+    An address passed bare (`open_engine("localhost:7233")`) failed at
+    `start()` with "'str' object has no attribute 'tls'".
+    """
+    if isinstance(config, EngineConfig):
+        return
+    fix = "pass EngineConfig(address=...), or None for the embedded dev server"
+    if isinstance(config, str):
+        fix = f"use EngineConfig(address={config!r})"
+    raise must_be("config", "an `EngineConfig` or None", config, fix)
 
 
 async def connect(

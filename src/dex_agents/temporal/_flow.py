@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .._errors import UserError
+from .._errors import UserError, must_be
 from ..session import AgentFrameworkRunner, AgentSessionOptions
 from ..session._runner import image_message_builder
 from ._workflow import ActivityNames, AgentSessionWorkflow, define_workflow_class
@@ -34,6 +34,37 @@ class AgentSessionFlow:
         return self.workflow_class.names
 
 
+_RUNNER_METHODS = ("build_user_message", "run_model", "validate_session_options")
+"""What every `AgentFrameworkRunner` has and every turn uses (the others are
+needed only by a turn that asks for them)."""
+
+
+def _check_runner(runner: object) -> None:
+    """Refuse a `runner` that is not an `AgentFrameworkRunner`.
+
+    A Claude agent definition passed here failed with an AttributeError on
+    `validate_session_options`; it has its own builder.
+
+    Raises:
+        InvalidArgumentError: what `runner` is, and what to call or pass instead.
+    """
+    missing = [m for m in _RUNNER_METHODS if not callable(getattr(runner, m, None))]
+    if not missing:
+        return
+    if type(runner).__name__ == "ClaudeAgentDefinition":
+        fix = (
+            "a Claude agent definition builds its flow with "
+            "`create_claude_agent_session_flow(agent, flow_type)` (dex_agents.claude)"
+        )
+    else:
+        fix = (
+            f"it has no {', '.join(f'`{m}`' for m in missing)}; pass a runner such as "
+            "`ClaudeAgentRunner`, or build a Claude agent's flow with "
+            "`create_claude_agent_session_flow`"
+        )
+    raise must_be("runner", "an `AgentFrameworkRunner`", runner, fix)
+
+
 def create_agent_session_flow(
     runner: AgentFrameworkRunner,
     flow_type: str,
@@ -46,9 +77,12 @@ def create_agent_session_flow(
     `options` defaults to `AgentSessionOptions()`, a new one for each flow.
 
     Raises:
+        InvalidArgumentError: `runner` is not a runner (a `ClaudeAgentDefinition`
+            builds its flow with `create_claude_agent_session_flow`).
         UserError: for a malformed flow type, or options the runner cannot honor
             (such as a compaction policy for a runner that cannot compact).
     """
+    _check_runner(runner)
     if not isinstance(flow_type, str) or not _FLOW_TYPE.match(flow_type):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise UserError(
             f"flow type {flow_type!r} must be a string that starts with a letter and "

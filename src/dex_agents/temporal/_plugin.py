@@ -18,11 +18,12 @@ plugin given both to the client and to the worker applies once.
 from __future__ import annotations
 
 import dataclasses
+import os
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from temporalio.client import Client
 from temporalio.converter import DataConverter, DefaultPayloadConverter
@@ -30,7 +31,7 @@ from temporalio.plugin import SimplePlugin
 from temporalio.worker import ReplayerConfig, Worker, WorkerConfig, WorkflowRunner
 from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner
 
-from .._errors import UserError
+from .._errors import UserError, must_be
 from ..session._lingering import settle
 from ..session._runner import resume_parker
 from ..stores import RuntimeStore
@@ -109,6 +110,67 @@ def _with_passthrough(
     return workflow_runner
 
 
+def check_flows(flows: object, *, where: str) -> list[AgentSessionFlow]:
+    """`flows` as a list, refused unless it is a sequence of `AgentSessionFlow`s.
+
+    `where` names the call for the fix (`SessionPlugin`, `create_worker`). One
+    flow passed bare failed later with "not iterable" or "not subscriptable".
+
+    Raises:
+        InvalidArgumentError: what `flows` is instead, and what to pass.
+    """
+    what = "a list of `AgentSessionFlow`s"
+    if isinstance(flows, AgentSessionFlow):
+        raise must_be(
+            "flows", what, flows, f"wrap the one flow in a list: `{where}([flow], ...)`"
+        )
+    if not isinstance(flows, Sequence) or isinstance(flows, str | bytes):
+        raise must_be(
+            "flows",
+            what,
+            flows,
+            "pass the flow objects themselves in a list (what "
+            "`create_claude_agent_session_flow` returns)",
+        )
+    for index, flow in enumerate(cast("Sequence[object]", flows)):
+        if not isinstance(flow, AgentSessionFlow):
+            raise must_be(
+                "flows",
+                "an `AgentSessionFlow`",
+                flow,
+                "pass the flow object itself (what `create_claude_agent_session_flow` "
+                "returns), not its name",
+                named=f"`flows[{index}]`",
+            )
+    return list(cast("Sequence[AgentSessionFlow]", flows))
+
+
+def check_store(store: object) -> None:
+    """Refuse a `store=` that is not a runtime store (or None).
+
+    A location (a path, a URL) was accepted, then failed in the first Step.
+
+    Raises:
+        InvalidArgumentError: what `store` is instead, and how to open one.
+    """
+    if store is None:
+        return
+    what = "a runtime store (`SQLiteRuntimeStore`, `PostgresRuntimeStore`) or None"
+    if isinstance(store, str | os.PathLike):
+        raise must_be(
+            "store",
+            what,
+            cast(object, store),
+            "open the store it names first: `store = await "
+            "open_runtime_store(location)` (dex_agents.stores), then pass `store=store`",
+        )
+    if not all(
+        callable(getattr(store, method, None))
+        for method in ("get_snapshot", "append_events", "read_events")
+    ):
+        raise must_be("store", what, store)
+
+
 class SessionPlugin(SimplePlugin):
     """dex-agents sessions on your own Temporal `Client`, `Worker` and `Replayer`."""
 
@@ -131,8 +193,12 @@ class SessionPlugin(SimplePlugin):
                 flow's own `task_queue`).
 
         Raises:
+            InvalidArgumentError: `flows` is not a list of flows, or `store`
+                not a runtime store (a path or URL: open it first).
             UserError: flows without a store, or two flows of one type.
         """
+        flows = check_flows(flows, where="SessionPlugin")
+        check_store(store)
         types = [f.flow_type for f in flows]
         if len(set(types)) != len(types):
             raise UserError(f"each flow type may be served once, got {types}")

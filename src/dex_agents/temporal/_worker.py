@@ -13,7 +13,7 @@ from temporalio.worker import Worker
 from .._errors import UserError
 from ..stores import RuntimeStore
 from ._flow import AgentSessionFlow
-from ._plugin import SessionPlugin
+from ._plugin import SessionPlugin, check_flows, check_store
 from ._workflow import WORKFLOW_BUG_TYPES
 
 
@@ -36,7 +36,14 @@ def create_worker(
     `task_queue` other than the flows' own is for a client whose flow names it
     too (`dataclasses.replace(flow, task_queue=...)`): `SessionClient` starts a
     flow's sessions on the flow's `task_queue`, so no other worker gets them.
+
+    Raises:
+        InvalidArgumentError: `flows` is not a list of flows (one flow: `[flow]`),
+            or `store` is not a runtime store (a path or URL: open it first).
+        UserError: no flows, or flows on different task queues.
     """
+    flows = check_flows(flows, where="create_worker")
+    check_store(store)
     if not flows:
         raise UserError("`create_worker` needs at least one flow")
     queue = task_queue or flows[0].task_queue
