@@ -1417,10 +1417,22 @@ class SessionClient:
             InvalidArgumentError: an argument has the wrong type or value (at the
                 call, before the first page is read).
             UserError: this client has no runtime store.
+            UnknownSessionError: no session has this ID (neither the store nor
+                Temporal knows it; raised at the first page).
         """
         check_session_id(session_id)
         check_count("page_size", page_size, minimum=1)
-        return _history_pages(self._read_store(), session_id, page_size)
+        return self._history(self._read_store(), session_id, page_size)
+
+    async def _history(
+        self, store: RuntimeStore, session_id: str, page_size: int
+    ) -> AsyncIterator[TurnSummary]:
+        empty = True
+        async for turn in _history_pages(store, session_id, page_size):
+            empty = False
+            yield turn
+        if empty:
+            await self._require_known(store, session_id)
 
     async def events(self, session_id: str, *, after: int = 0) -> list[EventRecord]:
         """Events of the session after the cursor `after`.
@@ -1428,10 +1440,16 @@ class SessionClient:
         Raises:
             InvalidArgumentError: an argument has the wrong type or value.
             UserError: this client has no runtime store.
+            UnknownSessionError: no session has this ID (neither the store nor
+                Temporal knows it).
         """
         check_session_id(session_id)
         check_count("after", after, minimum=0)
-        return await self._read_store().read_events(session_id, after=after)
+        store = self._read_store()
+        events = await store.read_events(session_id, after=after)
+        if not events:
+            await self._require_known(store, session_id)
+        return events
 
     def follow(self, session_id: str, *, after: int = 0) -> AsyncIterator[EventRecord]:
         """Follow the session's events as they are written.
@@ -1440,7 +1458,40 @@ class SessionClient:
             InvalidArgumentError: an argument has the wrong type or value (at
                 the call, before any event is read).
             UserError: this client has no runtime store.
+            UnknownSessionError: no session has this ID (neither the store nor
+                Temporal knows it; raised before the first event, instead of
+                waiting forever).
         """
         check_session_id(session_id)
         check_count("after", after, minimum=0)
-        return self._read_store().follow_events(session_id, after=after)
+        return self._follow(self._read_store(), session_id, after)
+
+    async def _follow(
+        self, store: RuntimeStore, session_id: str, after: int
+    ) -> AsyncIterator[EventRecord]:
+        first = await store.read_events(session_id, after=after)
+        if not first:
+            await self._require_known(store, session_id)
+        for event in first:
+            yield event
+            after = event.cursor
+        async for event in store.follow_events(session_id, after=after):
+            yield event
+
+    async def _require_known(self, store: RuntimeStore, session_id: str) -> None:
+        """Raise `UnknownSessionError` unless the store or Temporal knows the session.
+
+        Called after a read found nothing: a session with no snapshot in the
+        store yet (no worker took it) may still exist, so Temporal is asked
+        (`describe`). When Temporal cannot answer, nothing is raised: the
+        empty read stands, as before.
+        """
+        if await store.get_snapshot(session_id) is not None:
+            return
+        try:
+            await _handle(self.client, session_id).describe(
+                rpc_timeout=timedelta(seconds=_QUERY_LIMIT)
+            )
+        except RPCError as err:
+            if err.status == RPCStatusCode.NOT_FOUND:
+                raise UnknownSessionError(session_id) from err
