@@ -112,6 +112,20 @@ worker serves the session (a worker answers one in milliseconds)."""
 _TASK_FAILING = "Workflow Task in failed state"
 """Temporal's refusal of an Update while the workflow's task keeps failing."""
 
+_TAKE_FLOOR = 1.0
+"""Seconds a request waits at least for a worker to take it, whatever its `timeout`.
+
+A worker that polls takes an Update within milliseconds, but not within none:
+with `timeout=0`, a session whose worker runs was told "no worker took it" (a
+wait, instead of "still running"; an approval, recorded as if none ran).
+"""
+
+
+def _take_seconds(seconds: float | None) -> float | None:
+    """`seconds`, or `_TAKE_FLOOR` if shorter: how long to wait for a worker to take it."""
+    return None if seconds is None else max(seconds, _TAKE_FLOOR)
+
+
 _T = TypeVar("_T")
 _Expiring = TypeVar(
     "_Expiring", ResolveInterruptInput, CancelTurnInput, EndSessionInput
@@ -826,8 +840,11 @@ async def _idle_snapshot(
         )
         assert idle is not None  # no deadline: `within` returns only a result
         return idle
+    # The worker gets `_TAKE_FLOOR` to take it however short the wait: else a
+    # busy session's running worker was blamed as missing.
+    take = _take_seconds(deadline.remaining()) or 0.0
     taken, update = await within(
-        deadline,
+        Deadline(take),
         lambda: handle.start_update(  # pyright: ignore[reportUnknownMemberType]
             "idle_snapshot",
             id=update_id,
@@ -837,7 +854,10 @@ async def _idle_snapshot(
     )
     if not taken or update is None:
         raise NoWorkerError(
-            session_id, "`wait_for_idle`", timeout=deadline.seconds, recorded=False
+            session_id,
+            "`wait_for_idle`",
+            timeout=_take_seconds(deadline.seconds) or 0.0,
+            recorded=False,
         )
     done, idle = await within(deadline, update.result)
     if not done or idle is None:
@@ -1136,7 +1156,8 @@ class SessionClient:
         `record_resolution` Signal, kept with no worker running) and
         `NoWorkerError(recorded=True)` says so: it applies once a worker runs the
         session, exactly once, however many times it was sent; the first recorded
-        answer of an interrupt is the one that applies. Before recording it,
+        answer of an interrupt is the one that applies. A worker gets at least
+        1 s to take it, however short `timeout` is. Before recording it,
         the store's projection (what the session last published) is checked:
         an answer the session would refuse is refused here, and one to an
         interrupt answered already returns False, so nothing is recorded that
@@ -1192,7 +1213,7 @@ class SessionClient:
             check_json_object("edited_input", edit)
             resolution = await _edit_by_reference(session_id, resolution, self._store())
         check_resolution_input(resolution)
-        deadline = Deadline(timeout_seconds(timeout))
+        deadline = Deadline(_take_seconds(timeout_seconds(timeout)))
         # An edit is never recorded for later, so one no worker took in time must
         # expire; another answer is recorded (a Signal) and may apply twice.
         send = _taken_update if resolution.edited else _bool_update
@@ -1260,7 +1281,7 @@ class SessionClient:
         request = CancelTurnInput(reason=reason, cancelled_by=cancelled_by)
         check_cancel_input(request)
         check_timeout(timeout, never_recorded="a cancel")
-        deadline = Deadline(timeout_seconds(timeout))
+        deadline = Deadline(_take_seconds(timeout_seconds(timeout)))
         taken, cancelled = await _taken_update(
             self.client, session_id, "cancel_turn", request, deadline
         )
@@ -1303,7 +1324,7 @@ class SessionClient:
         check_text("reason", reason)
         check_flag("force", force)
         check_timeout(timeout, never_recorded="an end")
-        deadline = Deadline(timeout_seconds(timeout))
+        deadline = Deadline(_take_seconds(timeout_seconds(timeout)))
         request = EndSessionInput(reason=reason, force=force)
         try:
             taken, ended = await _taken_update(
@@ -1375,8 +1396,10 @@ class SessionClient:
 
         An idle session is answered by a Query alone, which writes no history; a
         busy one by one Update that returns once it is idle. With `timeout`
-        (seconds or a `timedelta`) the wait ends there; without, it waits as long
-        as it takes, for a worker too.
+        (seconds or a `timedelta`) the wait ends there (a worker still gets at
+        least 1 s to take the Update, so `timeout=0` on a busy session it runs
+        is `IdleTimeoutError`); without, it waits as long as it takes, for a
+        worker too.
 
         Raises:
             InvalidArgumentError: an argument has the wrong type or value.
