@@ -82,6 +82,7 @@ from ._context import (
     target_options,
     timeout_option,
     unknown_session,
+    usage_errors,
     worker_seen,
 )
 from ._demo import run_demo
@@ -219,12 +220,12 @@ def dev(
     """
     if no_ui and ui_port is not None:
         raise click.UsageError("--ui-port and --no-ui exclude each other; pass one")
-    remember_where(
-        directory=resolve_state_dir(state_dir, create=False),
-        store=store,
-        address=None,
-        namespace=namespace,
-    )
+    with usage_errors():
+        directory = resolve_state_dir(state_dir, create=False)
+        store_location(store, directory)  # a bad `--store` is refused before starting
+        remember_where(
+            directory=directory, store=store, address=None, namespace=namespace
+        )
     flows = [load_flow(ref) for ref in agents]
     if no_web and web_port is not None:
         raise click.UsageError("--web-port and --no-web exclude each other; pass one")

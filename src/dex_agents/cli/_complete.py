@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 from click.shell_completion import CompletionItem
 
+from .._errors import UserError
 from ..stores._open import open_runtime_store
 from ..temporal._engine import resolve_state_dir
 from ..temporal._snapshot import AgentSnapshot
@@ -29,10 +30,13 @@ def _store(ctx: click.Context) -> str | None:
     params = ctx.params
     state_dir = params.get("state_dir")
     store = params.get("store")
-    directory = resolve_state_dir(
-        state_dir if isinstance(state_dir, str | Path) else None, create=False
-    )
-    location = store_location(store if isinstance(store, str) else None, directory)
+    try:
+        directory = resolve_state_dir(
+            state_dir if isinstance(state_dir, str | Path) else None, create=False
+        )
+        location = store_location(store if isinstance(store, str) else None, directory)
+    except UserError:
+        return None  # a path under an unknown `~user`: nothing to complete from
     if "://" not in location and not Path(location).exists():
         return None
     return location

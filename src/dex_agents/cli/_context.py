@@ -26,7 +26,7 @@ import math
 import os
 import shlex
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -39,7 +39,7 @@ from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client, WorkflowExecutionStatus
 from temporalio.service import RPCError, RPCStatusCode
 
-from .._errors import UserError
+from .._errors import InvalidArgumentError, UserError
 from ..stores import RuntimeStore
 from ..stores._open import (
     is_database_url,
@@ -48,7 +48,12 @@ from ..stores._open import (
     without_password,
 )
 from ..temporal import EngineConfig, open_engine
-from ..temporal._engine import ADDRESS_ENV, resolve_state_dir
+from ..temporal._engine import (
+    ADDRESS_ENV,
+    STATE_DIR_ENV,
+    expand_home,
+    resolve_state_dir,
+)
 from ..temporal._pollers import worker_seen as worker_seen
 from ._errors import (
     DEBUG_ENV,
@@ -93,7 +98,10 @@ def store_location(store: str | Path | None, directory: Path) -> str:
     """The runtime store a command uses: `--store` as given, else the state dir's file."""
     if isinstance(store, str) and (is_database_url(store) or "://" in store):
         return store  # a URL stays as given: opening it refuses an unknown scheme
-    return str(Path(store or directory / STORE_FILE).expanduser().resolve())
+    path = expand_home(
+        Path(store or directory / STORE_FILE), "store", named="`--store`"
+    )
+    return str(path.resolve())
 
 
 def _typed(name: str) -> bool:
@@ -148,6 +156,25 @@ def state_dir_option(help: str) -> Callable[[_Command], _Command]:
     )
 
 
+@contextlib.contextmanager
+def usage_errors() -> Generator[None, None, None]:
+    """Turn the library's refusal of an option's value into a usage error (exit 2).
+
+    Such as `--store '~nosuchuser/x'`, or a state directory under an unknown
+    `~user`: read before any command runs, outside its error translation.
+    """
+    try:
+        yield
+    except InvalidArgumentError as err:
+        ctx = click.get_current_context(silent=True)
+        from_env = ctx is not None and (
+            ctx.get_parameter_source("state_dir")
+            == click.core.ParameterSource.ENVIRONMENT
+        )
+        option = f"`{STATE_DIR_ENV}`" if from_env else "`--state-dir`"
+        raise BadArgumentError(err.message.replace("`state_dir`", option)) from err
+
+
 def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add `--state-dir`, `--address`, `--namespace`, `--store`; pass a `target`."""
 
@@ -185,17 +212,18 @@ def target_options(command: Callable[..., Any]) -> Callable[..., Any]:
         store: str | None,
         **kwargs: Any,
     ) -> Any:
-        directory = resolve_state_dir(state_dir, create=False)
-        remember_where(
-            directory=directory, store=store, address=address, namespace=namespace
-        )
-        target = Target(
-            state_dir=directory,
-            address=address.strip() if address and address.strip() else None,
-            namespace=namespace,
-            store=store_location(store, directory),
-            store_given=bool(store),
-        )
+        with usage_errors():
+            directory = resolve_state_dir(state_dir, create=False)
+            remember_where(
+                directory=directory, store=store, address=address, namespace=namespace
+            )
+            target = Target(
+                state_dir=directory,
+                address=address.strip() if address and address.strip() else None,
+                namespace=namespace,
+                store=store_location(store, directory),
+                store_given=bool(store),
+            )
         return command(*args, target=target, **kwargs)
 
     return wrapper

@@ -185,6 +185,32 @@ def _check_engine_arguments(
         )
 
 
+def expand_home(path: Path, argument: str, *, named: str = "") -> Path:
+    """`path` with a leading `~` or `~user` expanded.
+
+    `named` says the value in messages (default: `` `argument` ``).
+
+    Raises:
+        InvalidArgumentError: it starts with `~user` for a user this machine
+            does not have (or `~` with no home directory known); `pathlib`
+            raised a bare RuntimeError.
+    """
+    try:
+        return path.expanduser()
+    except RuntimeError as err:
+        head = str(path).split(os.sep, 1)[0]
+        who = (
+            f"no user {head[1:]!r} exists here"
+            if head != "~"
+            else "no home directory is known (HOME is unset)"
+        )
+        raise InvalidArgumentError(
+            argument,
+            f"{named or f'`{argument}`'} {str(path)!r} starts with `{head}`, but "
+            f"{who}; write the path in full (or `~/...` for your own home)",
+        ) from err
+
+
 def resolve_state_dir(
     state_dir: str | os.PathLike[str] | None = None, *, create: bool = True
 ) -> Path:
@@ -194,6 +220,10 @@ def resolve_state_dir(
     working directory, so a project keeps its sessions next to its code by default
     and a deployment can move them with one variable. Readers that only look for
     a running server pass `create=False`, so they leave no empty directory behind.
+
+    Raises:
+        InvalidArgumentError: it starts with `~user` for an unknown user.
+        EngineError: it cannot be created.
     """
     if state_dir is not None:
         path = Path(state_dir)
@@ -201,7 +231,11 @@ def resolve_state_dir(
         path = Path(env)
     else:
         path = Path.cwd() / _DEFAULT_STATE_DIR
-    path = path.expanduser().resolve()
+    path = expand_home(
+        path,
+        "state_dir",
+        named="`state_dir`" if state_dir is not None else f"`{STATE_DIR_ENV}`",
+    ).resolve()
     if not create:
         return path
     try:
