@@ -630,7 +630,11 @@ async def _unknown(
 ) -> CommandError:
     """The error for an interrupt the session does not have, naming the pending ones."""
     if live:
-        snapshot = await SessionClient(conn.client).snapshot(session_id, turns=0)
+        # With the store: a worker that just stopped (still listed) answers no
+        # Query, and the projection then says what is pending.
+        snapshot = await SessionClient(conn.client, store=store).snapshot(
+            session_id, turns=0
+        )
         source = ""
     else:
         data = await store.get_snapshot(session_id) if store else None
