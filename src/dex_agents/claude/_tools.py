@@ -13,7 +13,6 @@ the result's shape makes a wrong result read and log the same on both.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import json
 import logging
@@ -41,6 +40,7 @@ from claude_agent_sdk import (
 from .._errors import InvalidOptionError, ToolExecutionError
 from .._schema import compiled_validator
 from ..session import ToolPolicy
+from ..session._options import is_sync_function
 from ..session._policy import ToolEffect, shown
 from ..session._tool_sources import SourceTool, ToolSource
 
@@ -120,7 +120,7 @@ def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
         TypeError: An item is not a `claude_agent_sdk.tool`; a name is empty,
             collides with a Claude Code tool, starts with `mcp__`, or repeats
             another custom tool; a handler is a plain `def` (see
-            `_is_sync_function`); or an input schema is not a valid JSON Schema
+            `is_sync_function`); or an input schema is not a valid JSON Schema
             of an object (the CLI would drop the tool, and the model would read
             that no such tool is available).
     """
@@ -160,7 +160,7 @@ def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
                 f"custom tool {name!r} has the handler {shown(handler)}; decorate an "
                 "async function with @tool"
             )
-        if _is_sync_function(handler):
+        if is_sync_function(handler):
             raise InvalidOptionError(
                 f"the handler of custom tool {name!r} is not async "
                 f"({getattr(handler, '__qualname__', shown(handler))}): the adapter "
@@ -168,30 +168,6 @@ def check_custom_tools(tools: Sequence[SdkMcpTool[Any]]) -> None:
                 "instead of its result; define it with `async def`"
             )
         _check_input_schema(checked)
-
-
-def _is_sync_function(handler: object) -> bool:
-    """Whether `handler` is plainly a `def` (or an object whose `__call__` is one).
-
-    Awaiting what a sync handler returns fails on every call, long after the
-    agent was defined, so such a handler is refused when it is. A sync wrapper
-    made with `functools.wraps` around an `async def` returns its coroutine
-    and passes; a callable this cannot see into (a builtin) passes too, and a
-    non-awaitable it returns is checked as a result when it is called.
-    """
-    target = handler
-    while isinstance(target, functools.partial):
-        target = cast("functools.partial[object]", target).func
-    if not (inspect.isfunction(target) or inspect.ismethod(target)):
-        call = inspect.getattr_static(type(target), "__call__", None)
-        if not inspect.isfunction(call):
-            return False
-        target = call
-    # `unwrap` follows `functools.wraps` to the function a decorator wrapped.
-    return not (
-        inspect.iscoroutinefunction(target)
-        or inspect.iscoroutinefunction(inspect.unwrap(target))
-    )
 
 
 def _check_input_schema(tool: SdkMcpTool[Any]) -> None:

@@ -32,6 +32,7 @@ from .._errors import (
     NoWorkerError,
     SessionBusyError,
     SessionEndedError,
+    StoreUnavailableError,
     UnknownInterruptError,
     UserError,
 )
@@ -57,6 +58,7 @@ ErrorCode = Literal[
     "too_many_streams",
     "not_implemented",
     "no_worker",
+    "store_unavailable",
     "engine_unavailable",
     "timeout",
     "internal",
@@ -168,6 +170,9 @@ def translate(err: Exception, session_id: str = "") -> ApiError | None:
             return images_not_supported(session_id)
         case UserError():
             return ApiError(400, "invalid_request", str(err))
+        case StoreUnavailableError():
+            # The store is down or locked for a moment: asking again helps.
+            return ApiError(503, "store_unavailable", str(err))
         case NoWorkerError() if err.superseded is not None:
             # An answer the other way is recorded first: this one would not apply.
             return ApiError(409, "already_resolved", f"{err}; nothing changed")
