@@ -29,6 +29,7 @@ DexAgentsError
 
 from __future__ import annotations
 
+import math
 from typing import ClassVar
 
 _SHOWN_CHARACTERS = 60
@@ -131,6 +132,16 @@ def must_be(
     if issubclass(error, InvalidOptionError):
         return error(message)
     return error(argument, message)
+
+
+def is_positive_number(value: object) -> bool:
+    """Whether `value` is an int or float (not a bool) that is finite and above 0."""
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 class _SessionRefused(UserError):

@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TypeAlias, cast
 
-from .._errors import InvalidArgumentError, InvalidOptionError, must_be, shown
+from .._errors import (
+    InvalidArgumentError,
+    InvalidOptionError,
+    is_positive_number,
+    must_be,
+    shown,
+)
 from ._notification import InterruptNotification
 from ._policy import TOOL_EFFECTS, ToolEffect, ToolPolicy, check_effect
 
@@ -179,7 +184,7 @@ def _duration(
     if none_does is not None:
         fix += f", or None to {none_does}"
     if not isinstance(value, timedelta):
-        if _positive_number(value):
+        if is_positive_number(value):
             fix = f"timedelta(seconds={value!r}) if you meant seconds"
         expected = "a datetime.timedelta" + (" or None" if none_does else "")
         raise must_be(name, expected, value, f"use {fix}")
@@ -223,16 +228,6 @@ def is_sync_function(handler: object) -> bool:
     )
 
 
-def _positive_number(value: object) -> bool:
-    """Whether `value` is a positive, finite int or float (not a bool)."""
-    return (
-        isinstance(value, int | float)
-        and not isinstance(value, bool)
-        and math.isfinite(value)
-        and value > 0
-    )
-
-
 def _count(
     name: str, value: object, *, minimum: int, example: int, fix: str = ""
 ) -> None:
@@ -261,12 +256,7 @@ def _spend_limit(value: object) -> None:
     """
     if value is None:
         return
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if not is_positive_number(value):
         raise must_be(
             "spend_limit",
             "a positive, finite number of USD (an int or float)",

@@ -16,7 +16,6 @@ guarantee is made by SQLite itself rather than by in-process state:
 from __future__ import annotations
 
 import asyncio
-import math
 import os
 import sqlite3
 import threading
@@ -26,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self, TypeVar, cast
 
-from .._errors import StoreUnavailableError, UserError, must_be
+from .._errors import StoreUnavailableError, UserError, is_positive_number, must_be
 from ..session._events import EventRecord
 from ..session._json import JsonObject
 from ._base import SQLStoreBase
@@ -139,12 +138,7 @@ def _check_path(path: object) -> None:
 
 def _check_busy_timeout(value: object) -> None:
     """Refuse a `busy_timeout` that is not a positive, finite number of seconds."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
+    if not is_positive_number(value):
         raise must_be(
             "busy_timeout",
             "a positive, finite number of seconds",

@@ -30,7 +30,7 @@ from typing import Any, ClassVar, cast
 from pydantic import GetCoreSchemaHandler
 from pydantic_core import CoreSchema, core_schema
 
-from .._errors import InvalidArgumentError, must_be, shown
+from .._errors import InvalidArgumentError, is_positive_number, must_be, shown
 from ..session._blob import BlobReference
 from ..session._media import ImageReference
 from ..session._pending import INLINE_TEXT_LIMIT
@@ -258,12 +258,7 @@ def check_resolution_input(input: ResolveInterruptInput) -> None:
     check_edit(input)
     # `object`: the decoded payload may hold anything, which is what is checked.
     limit = cast(object, input.new_spend_limit)
-    if limit is not None and (
-        isinstance(limit, bool)
-        or not isinstance(limit, int | float)
-        or not math.isfinite(limit)
-        or limit <= 0
-    ):
+    if limit is not None and not is_positive_number(limit):
         raise must_be(
             "new_spend_limit",
             "a positive, finite number of USD (an int or float)",

@@ -60,7 +60,6 @@ import dataclasses
 import errno
 import json
 import logging
-import math
 import os
 import shutil
 import signal
@@ -78,7 +77,13 @@ import temporalio.service
 from temporalio.api.workflowservice.v1 import DescribeNamespaceRequest
 from temporalio.client import Client
 
-from dex_agents._errors import EngineError, InvalidArgumentError, UserError, must_be
+from dex_agents._errors import (
+    EngineError,
+    InvalidArgumentError,
+    UserError,
+    is_positive_number,
+    must_be,
+)
 
 from ._plugin import with_session_plugin
 
@@ -334,12 +339,7 @@ class EngineConfig:
         timeout = cast(object, self.connect_timeout)
         if not isinstance(timeout, timedelta) or timeout <= timedelta(0):
             fix = "use connect_timeout=timedelta(seconds=10)"
-            if (
-                isinstance(timeout, int | float)
-                and not isinstance(timeout, bool)
-                and math.isfinite(timeout)
-                and timeout > 0
-            ):
+            if is_positive_number(timeout):
                 fix = f"use connect_timeout=timedelta(seconds={timeout!r}) if you meant seconds"
             raise must_be(
                 "connect_timeout", "a positive datetime.timedelta", timeout, fix
