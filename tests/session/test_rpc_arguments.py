@@ -346,7 +346,9 @@ async def test_a_count_past_what_a_store_keeps_is_refused_not_an_overflow(
 ) -> None:
     # 2**63 passed `check_count`, then SQLite raised OverflowError.
     sessions = harness.sessions
-    sid = harness.session_id()  # the store's reads answer for any ID
+    sid = harness.session_id()
+    await sessions.start(sid)  # a session that exists: its reads answer
+    await sessions.wait_for_idle(sid)
     too_many = 2**63
     calls: dict[str, Callable[[], Coroutine[Any, Any, Any]]] = {
         "after": lambda: sessions.events(sid, after=too_many),
